@@ -1,0 +1,218 @@
+//! The grammar IR: rules over terminals. GBNF parses into it, JSON Schema compiles into it,
+//! and `stencil-mask` compiles it into token-level automata.
+//!
+//! ```
+//! use stencil_grammar::{Expr, Grammar};
+//! // root ::= "a" [0-9]+
+//! let mut g = Grammar::new();
+//! let root = g.add_rule("root", Expr::seq([Expr::literal("a"), Expr::plus(Expr::class([('0', '9')]))]));
+//! g.root = root;
+//! assert_eq!(g.rule(root).name, "root");
+//! ```
+
+/// Index of a rule in [`Grammar::rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// A context-free grammar whose terminals are bytes, characters, regular expressions and
+/// whole vocabulary tokens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grammar {
+    /// Rules, indexed by [`RuleId`]. Names are unique.
+    pub rules: Vec<Rule>,
+    /// The start rule.
+    pub root: RuleId,
+}
+
+/// One named rule: `name ::= body`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub name: String,
+    pub body: Expr,
+}
+
+/// A set of Unicode code points, as inclusive ranges. `negated` is kept so that printing
+/// gives back `[^...]`; [`CharClass::code_points`] resolves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CharClass {
+    pub ranges: Vec<(u32, u32)>,
+    pub negated: bool,
+}
+
+/// A terminal that matches one whole vocabulary token, by id or by its exact text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRef {
+    pub token: TokenName,
+    /// `!<...>`: any single token except this one.
+    pub negated: bool,
+}
+
+/// How a grammar names a token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenName {
+    /// `<[123]>`
+    Id(u32),
+    /// `<think>`: the text must be exactly one token of the vocabulary.
+    Text(String),
+}
+
+/// A right-hand side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expr {
+    /// The empty string.
+    Empty,
+    /// A byte string (UTF-8 for GBNF string literals).
+    Literal(Vec<u8>),
+    /// One code point from the class, UTF-8 encoded.
+    Class(CharClass),
+    /// `.`: any one code point.
+    AnyChar,
+    /// A regular expression in `regex-syntax` syntax, anchored at both ends, over UTF-8 text.
+    Regex(String),
+    /// A reference to another rule.
+    Rule(RuleId),
+    /// One whole vocabulary token.
+    Token(TokenRef),
+    Seq(Vec<Expr>),
+    Alt(Vec<Expr>),
+    /// `min` to `max` (unbounded when `None`) repetitions.
+    Repeat { expr: Box<Expr>, min: u32, max: Option<u32> },
+}
+
+/// The largest Unicode scalar value.
+pub const MAX_CODE_POINT: u32 = 0x10FFFF;
+
+impl CharClass {
+    /// A class of the given ranges (not negated).
+    pub fn new(ranges: impl IntoIterator<Item = (u32, u32)>) -> Self {
+        CharClass { ranges: ranges.into_iter().collect(), negated: false }
+    }
+
+    /// The code points this class matches, as sorted, merged, inclusive ranges, with
+    /// negation applied and surrogates (which UTF-8 cannot encode) removed.
+    pub fn code_points(&self) -> Vec<(u32, u32)> {
+        let mut r: Vec<(u32, u32)> =
+            self.ranges.iter().filter(|(lo, hi)| lo <= hi).map(|&(lo, hi)| (lo, hi.min(MAX_CODE_POINT))).collect();
+        r.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(r.len());
+        for (lo, hi) in r {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        let set = if self.negated { complement(&merged) } else { merged };
+        remove_surrogates(&set)
+    }
+
+    /// True when the class matches no code point at all.
+    pub fn is_empty(&self) -> bool {
+        self.code_points().is_empty()
+    }
+}
+
+fn complement(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut next = 0u32;
+    for &(lo, hi) in ranges {
+        if lo > next {
+            out.push((next, lo - 1));
+        }
+        next = hi.saturating_add(1);
+    }
+    if next <= MAX_CODE_POINT {
+        out.push((next, MAX_CODE_POINT));
+    }
+    out
+}
+
+fn remove_surrogates(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    const LO: u32 = 0xD800;
+    const HI: u32 = 0xDFFF;
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for &(lo, hi) in ranges {
+        if hi < LO || lo > HI {
+            out.push((lo, hi));
+            continue;
+        }
+        if lo < LO {
+            out.push((lo, LO - 1));
+        }
+        if hi > HI {
+            out.push((HI + 1, hi));
+        }
+    }
+    out
+}
+
+impl Expr {
+    /// A literal from text.
+    pub fn literal(s: &str) -> Expr {
+        Expr::Literal(s.as_bytes().to_vec())
+    }
+    /// A character class from `char` ranges.
+    pub fn class(ranges: impl IntoIterator<Item = (char, char)>) -> Expr {
+        Expr::Class(CharClass::new(ranges.into_iter().map(|(a, b)| (a as u32, b as u32))))
+    }
+    pub fn seq(items: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::Seq(items.into_iter().collect())
+    }
+    pub fn alt(items: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::Alt(items.into_iter().collect())
+    }
+    pub fn repeat(e: Expr, min: u32, max: Option<u32>) -> Expr {
+        Expr::Repeat { expr: Box::new(e), min, max }
+    }
+    pub fn star(e: Expr) -> Expr {
+        Expr::repeat(e, 0, None)
+    }
+    pub fn plus(e: Expr) -> Expr {
+        Expr::repeat(e, 1, None)
+    }
+    pub fn optional(e: Expr) -> Expr {
+        Expr::repeat(e, 0, Some(1))
+    }
+
+    /// Calls `f` on every rule this expression refers to.
+    pub fn for_each_rule(&self, f: &mut impl FnMut(RuleId)) {
+        match self {
+            Expr::Rule(r) => f(*r),
+            Expr::Seq(v) | Expr::Alt(v) => v.iter().for_each(|e| e.for_each_rule(f)),
+            Expr::Repeat { expr, .. } => expr.for_each_rule(f),
+            _ => {}
+        }
+    }
+}
+
+impl Grammar {
+    /// An empty grammar; add rules, then set [`Grammar::root`].
+    pub fn new() -> Self {
+        Grammar { rules: Vec::new(), root: RuleId(0) }
+    }
+
+    /// Appends a rule and returns its id. Use [`Grammar::set_body`] to fill in a rule
+    /// added early (for recursion).
+    pub fn add_rule(&mut self, name: impl Into<String>, body: Expr) -> RuleId {
+        self.rules.push(Rule { name: name.into(), body });
+        RuleId(self.rules.len() as u32 - 1)
+    }
+
+    pub fn set_body(&mut self, id: RuleId, body: Expr) {
+        self.rules[id.0 as usize].body = body;
+    }
+
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.0 as usize]
+    }
+
+    /// The rule with this name, if any.
+    pub fn rule_id(&self, name: &str) -> Option<RuleId> {
+        self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
+    }
+}
+
+impl Default for Grammar {
+    fn default() -> Self {
+        Self::new()
+    }
+}
