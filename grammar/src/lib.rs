@@ -5,5 +5,13 @@
 //! obviously-correct [`reference`] recognizer used as a test oracle.
 
 mod ir;
+mod parse;
+mod print;
+pub mod random;
+pub mod reference;
 
 pub use ir::*;
+pub use parse::{
+    parse_gbnf, parse_gbnf_bytes, parse_gbnf_bytes_with, parse_gbnf_with, GbnfError, ParseOptions, MAX_REPETITION_MIN,
+};
+pub use print::{is_gbnf_name, to_gbnf, PrintError};

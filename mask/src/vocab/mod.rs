@@ -12,6 +12,16 @@
 
 use thiserror::Error;
 
+pub mod gguf;
+#[path = "fixture.rs"]
+pub mod fixtures;
+pub mod hf;
+pub mod tokenizer;
+
+pub use gguf::GgufError;
+pub use hf::HfError;
+pub use tokenizer::{Tokenizer, TokenizerError};
+
 /// What a token is, for masking: only text tokens ever match grammar text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TokenKind {
@@ -48,9 +58,34 @@ pub struct Vocabulary {
     kinds: Vec<TokenKind>,
     eos: Vec<u32>,
     mask_width: usize,
+    /// Trie of the text tokens, built on first use and shared by every grammar.
+    trie: std::sync::OnceLock<std::sync::Arc<crate::trie::TokenTrie>>,
 }
 
+/// Equal when every token's bytes and kind, the EOS ids and the mask width are.
+impl PartialEq for Vocabulary {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+            && self.offsets == other.offsets
+            && self.kinds == other.kinds
+            && self.eos == other.eos
+            && self.mask_width == other.mask_width
+    }
+}
+
+impl Eq for Vocabulary {}
+
 impl Vocabulary {
+    /// The trie of text tokens (built once, on first use).
+    pub(crate) fn text_trie(&self) -> std::sync::Arc<crate::trie::TokenTrie> {
+        self.trie
+            .get_or_init(|| {
+                let text = (0..self.len() as u32).filter(|&id| self.is_text(id));
+                std::sync::Arc::new(crate::trie::TokenTrie::build(text.map(|id| (self.token_bytes(id), id))))
+            })
+            .clone()
+    }
+
     /// A vocabulary from `(bytes, kind)` per token id and the EOS ids (at least one).
     pub fn new(tokens: Vec<(Vec<u8>, TokenKind)>, eos: Vec<u32>) -> Result<Self, VocabError> {
         if tokens.is_empty() {
@@ -75,7 +110,7 @@ impl Vocabulary {
         eos.sort_unstable();
         eos.dedup();
         let mask_width = kinds.len();
-        Ok(Vocabulary { bytes, offsets, kinds, eos, mask_width })
+        Ok(Vocabulary { bytes, offsets, kinds, eos, mask_width, trie: Default::default() })
     }
 
     /// Widens the masks to the model's logits count (padding slots are never allowed).

@@ -1,0 +1,512 @@
+//! The compiled form of a grammar: every rule a deterministic automaton over bytes, rule
+//! calls and whole-token terminals, all states in one global numbering.
+//!
+//! Small non-recursive rules are expanded in place; the rest stay rules that the Earley
+//! parser ([`crate::earley`]) calls. States that cannot reach their rule's end are
+//! trimmed, so every live Earley item can finish: a non-empty item set means the input so
+//! far is a viable prefix.
+
+mod nfa;
+
+use crate::error::CompileError;
+use crate::limits::{LimitKind, Limits};
+use crate::vocab::Vocabulary;
+use nfa::{Edge, Nfa, NfaBuilder};
+use std::collections::{BTreeMap, HashMap};
+use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
+
+/// "No transition".
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// Expressions at most this big (see `expr_size`) are inlined into their callers when
+/// not recursive.
+const INLINE_MAX_SIZE: usize = 8;
+
+/// A whole-token terminal: `<[id]>` or `!<[id]>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TokenTerminal {
+    pub id: u32,
+    pub negated: bool,
+}
+
+impl TokenTerminal {
+    pub fn matches(&self, token: u32) -> bool {
+        (token == self.id) != self.negated
+    }
+}
+
+/// All rules' automata.
+#[derive(Debug)]
+pub(crate) struct Automaton {
+    pub byte_class: [u8; 256],
+    pub n_classes: usize,
+    /// `trans[state * n_classes + class]`: next state or [`DEAD`].
+    pub trans: Vec<u32>,
+    pub state_rule: Vec<u32>,
+    pub is_final: Vec<bool>,
+    /// `(rule, next state)` per state.
+    pub calls: Vec<Vec<(u32, u32)>>,
+    /// `(terminal, next state)` per state.
+    pub token_edges: Vec<Vec<(u32, u32)>>,
+    pub terminals: Vec<TokenTerminal>,
+    /// Start state per rule ([`DEAD`] for inlined rules); the last rule is the synthetic start.
+    pub rule_start: Vec<u32>,
+    pub rule_nullable: Vec<bool>,
+    pub rule_names: Vec<String>,
+    /// States reachable from a state through calls of nullable rules (same origin), excluding itself.
+    pub same_origin: Vec<Vec<u32>>,
+    /// States predicted at the current position by a state (or its `same_origin` states).
+    pub predicted: Vec<Vec<u32>>,
+    /// The bytes a state has transitions on.
+    pub first_bytes: Vec<[u64; 4]>,
+    /// Synthetic start: `start_state --root--> accept_state`.
+    pub start_state: u32,
+    pub accept_state: u32,
+}
+
+impl Automaton {
+    #[inline]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.n_classes + self.byte_class[byte as usize] as usize]
+    }
+
+    pub fn n_states(&self) -> usize {
+        self.state_rule.len()
+    }
+
+    pub fn has_byte_edges(&self, state: u32) -> bool {
+        self.first_bytes[state as usize].iter().any(|&w| w != 0)
+    }
+
+    /// Compiles `grammar`, resolving token references against `vocab`.
+    pub fn compile(grammar: &Grammar, vocab: &Vocabulary, limits: &Limits) -> Result<Self, CompileError> {
+        let n_rules = grammar.rules.len();
+        if grammar.root.0 as usize >= n_rules {
+            return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
+        }
+        check_references(grammar)?;
+        let inline = choose_inlined(grammar);
+
+        // 1. Thompson NFAs of the rules that stay rules.
+        let mut terminals: Vec<TokenTerminal> = Vec::new();
+        let mut resolve = |t: &TokenRef, rule: &str| -> Result<u32, CompileError> {
+            let id = match &t.token {
+                TokenName::Id(id) => {
+                    if *id as usize >= vocab.len() {
+                        return Err(CompileError::TokenIdOutOfRange { rule: rule.into(), id: *id, len: vocab.len() });
+                    }
+                    *id
+                }
+                TokenName::Text(text) => vocab
+                    .find_token(text.as_bytes())
+                    .ok_or_else(|| CompileError::UnknownTokenText { rule: rule.into(), text: text.clone() })?,
+            };
+            let term = TokenTerminal { id, negated: t.negated };
+            Ok(match terminals.iter().position(|x| *x == term) {
+                Some(i) => i as u32,
+                None => {
+                    terminals.push(term);
+                    terminals.len() as u32 - 1
+                }
+            })
+        };
+        let mut nfas: Vec<Option<Nfa>> = Vec::with_capacity(n_rules + 1);
+        {
+            let mut builder = NfaBuilder::new(grammar, limits, &inline, &mut resolve);
+            for r in 0..n_rules {
+                nfas.push(if inline[r] { None } else { Some(builder.build_rule(RuleId(r as u32))?) });
+            }
+        }
+        // The synthetic start rule: start --root--> accept.
+        let start_rule = n_rules as u32;
+        nfas.push(Some(Nfa { edges: vec![vec![Edge::Call { rule: grammar.root.0, to: 1 }], vec![]], accept: 1 }));
+
+        // 2. Byte classes shared by all rules.
+        let mut boundary = [false; 257];
+        for nfa in nfas.iter().flatten() {
+            for edges in &nfa.edges {
+                for e in edges {
+                    if let Edge::Bytes { lo, hi, .. } = *e {
+                        boundary[lo as usize] = true;
+                        boundary[hi as usize + 1] = true;
+                    }
+                }
+            }
+        }
+        let mut byte_class = [0u8; 256];
+        let mut class = 0usize;
+        for b in 0..256 {
+            if b > 0 && boundary[b] {
+                class += 1;
+            }
+            byte_class[b] = class as u8;
+        }
+        let n_classes = class + 1;
+
+        // 3. Subset construction per rule, into one global numbering.
+        let mut a = Automaton {
+            byte_class,
+            n_classes,
+            trans: Vec::new(),
+            state_rule: Vec::new(),
+            is_final: Vec::new(),
+            calls: Vec::new(),
+            token_edges: Vec::new(),
+            terminals: Vec::new(),
+            rule_start: vec![DEAD; n_rules + 1],
+            rule_nullable: vec![false; n_rules + 1],
+            rule_names: grammar.rules.iter().map(|r| r.name.clone()).chain(["<start>".to_string()]).collect(),
+            same_origin: Vec::new(),
+            predicted: Vec::new(),
+            first_bytes: Vec::new(),
+            start_state: 0,
+            accept_state: 0,
+        };
+        for (r, nfa) in nfas.iter().enumerate() {
+            if let Some(nfa) = nfa {
+                a.rule_start[r] = a.n_states() as u32;
+                determinize(&mut a, nfa, r as u32, limits)?;
+            }
+        }
+        a.terminals = terminals;
+        a.start_state = a.rule_start[start_rule as usize];
+        a.accept_state = a.start_state + 1;
+
+        // 4. Nullable and productive rules; trim states that cannot finish.
+        a.rule_nullable = fixpoint_rules(&a, |a, s, flags| {
+            a.calls[s].iter().filter(|(r, _)| flags[*r as usize]).map(|&(_, t)| t).collect()
+        });
+        let productive = fixpoint_rules(&a, |a, s, flags| {
+            let n = a.n_classes;
+            let mut next: Vec<u32> = a.trans[s * n..(s + 1) * n].iter().copied().filter(|&t| t != DEAD).collect();
+            next.extend(a.token_edges[s].iter().map(|&(_, t)| t));
+            next.extend(a.calls[s].iter().filter(|(r, _)| flags[*r as usize]).map(|&(_, t)| t));
+            next
+        });
+        if !productive[grammar.root.0 as usize] {
+            return Err(CompileError::EmptyLanguage { rule: grammar.rule(grammar.root).name.clone() });
+        }
+        trim(&mut a, &productive);
+        a.first_bytes = (0..a.n_states())
+            .map(|s| {
+                let mut set = [0u64; 4];
+                for b in 0..=255u8 {
+                    if a.next(s as u32, b) != DEAD {
+                        set[b as usize >> 6] |= 1 << (b & 63);
+                    }
+                }
+                set
+            })
+            .collect();
+        compute_closures(&mut a);
+        Ok(a)
+    }
+}
+
+fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
+    for rule in &grammar.rules {
+        let mut bad = None;
+        rule.body.for_each_rule(&mut |id| {
+            if id.0 as usize >= grammar.rules.len() {
+                bad = Some(id.0);
+            }
+        });
+        if let Some(id) = bad {
+            return Err(CompileError::DanglingRule { rule: rule.name.clone(), id });
+        }
+    }
+    Ok(())
+}
+
+/// Size of an expression for the inlining decision.
+fn expr_size(e: &Expr) -> usize {
+    match e {
+        Expr::Seq(v) | Expr::Alt(v) => 1 + v.iter().map(expr_size).sum::<usize>(),
+        Expr::Repeat { expr, min, max } => 1 + expr_size(expr) * (*max).unwrap_or(*min).clamp(1, 8) as usize,
+        Expr::Literal(b) => 1 + b.len() / 8,
+        _ => 1,
+    }
+}
+
+/// Rules to expand in place: not recursive, not the root, and small.
+fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
+    let n = grammar.rules.len();
+    let callees: Vec<Vec<u32>> = grammar
+        .rules
+        .iter()
+        .map(|r| {
+            let mut v = Vec::new();
+            r.body.for_each_rule(&mut |id| v.push(id.0));
+            v
+        })
+        .collect();
+    // A rule is recursive when it can reach itself.
+    let recursive: Vec<bool> = (0..n)
+        .map(|r| {
+            let mut seen = vec![false; n];
+            let mut stack: Vec<u32> = callees[r].clone();
+            while let Some(x) = stack.pop() {
+                if x as usize == r {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[x as usize], true) {
+                    stack.extend(&callees[x as usize]);
+                }
+            }
+            false
+        })
+        .collect();
+    (0..n)
+        .map(|r| r != grammar.root.0 as usize && !recursive[r] && expr_size(&grammar.rules[r].body) <= INLINE_MAX_SIZE)
+        .collect()
+}
+
+fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
+    let mut i = 0;
+    for &s in set.iter() {
+        seen[s as usize] = stamp;
+    }
+    while i < set.len() {
+        let s = set[i];
+        for e in &nfa.edges[s as usize] {
+            if let Edge::Eps(t) = *e {
+                if seen[t as usize] != stamp {
+                    seen[t as usize] = stamp;
+                    set.push(t);
+                }
+            }
+        }
+        i += 1;
+    }
+    set.sort_unstable();
+}
+
+/// Subset construction of one rule's NFA, appending states to `a`.
+fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Result<(), CompileError> {
+    let base = a.n_states() as u32;
+    let mut seen = vec![0u32; nfa.edges.len()];
+    let mut stamp = 1u32;
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let mut start = vec![0u32];
+    eps_closure(nfa, &mut start, &mut seen, stamp);
+    ids.insert(start.clone(), 0);
+    sets.push(start);
+    let n_classes = a.n_classes;
+    let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); n_classes];
+    let mut i = 0;
+    while i < sets.len() {
+        if base as usize + sets.len() > limits.max_automaton_states {
+            return Err(CompileError::LimitExceeded {
+                limit: LimitKind::AutomatonStates,
+                value: limits.max_automaton_states,
+                rule: a.rule_names[rule as usize].clone(),
+            });
+        }
+        buckets.iter_mut().for_each(Vec::clear);
+        let mut calls: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut toks: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut is_final = false;
+        for &s in &sets[i] {
+            is_final |= s == nfa.accept;
+            for e in &nfa.edges[s as usize] {
+                match *e {
+                    Edge::Eps(_) => {}
+                    Edge::Bytes { lo, hi, to } => {
+                        for c in a.byte_class[lo as usize]..=a.byte_class[hi as usize] {
+                            buckets[c as usize].push(to);
+                        }
+                    }
+                    Edge::Call { rule, to } => calls.entry(rule).or_default().push(to),
+                    Edge::Token { terminal, to } => toks.entry(terminal).or_default().push(to),
+                }
+            }
+        }
+        let mut target = |mut set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
+            stamp += 1;
+            eps_closure(nfa, &mut set, &mut seen, stamp);
+            set.dedup();
+            *ids.entry(set.clone()).or_insert_with(|| {
+                sets.push(set);
+                base + sets.len() as u32 - 1
+            })
+        };
+        let mut row = vec![DEAD; n_classes];
+        for c in 0..n_classes {
+            if !buckets[c].is_empty() {
+                row[c] = target(std::mem::take(&mut buckets[c]), &mut sets);
+            }
+        }
+        let calls: Vec<(u32, u32)> = calls.into_iter().map(|(r, set)| (r, target(set, &mut sets))).collect();
+        let toks: Vec<(u32, u32)> = toks.into_iter().map(|(t, set)| (t, target(set, &mut sets))).collect();
+        a.trans.extend_from_slice(&row);
+        a.state_rule.push(rule);
+        a.is_final.push(is_final);
+        a.calls.push(calls);
+        a.token_edges.push(toks);
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Least fixpoint of a per-rule flag: a rule gets the flag when its start state reaches a
+/// final state through the successors `next(a, state, flags)`.
+fn fixpoint_rules(a: &Automaton, next: impl Fn(&Automaton, usize, &[bool]) -> Vec<u32>) -> Vec<bool> {
+    let mut flags = vec![false; a.rule_start.len()];
+    loop {
+        let mut changed = false;
+        for r in 0..a.rule_start.len() {
+            let start = a.rule_start[r];
+            if flags[r] || start == DEAD {
+                continue;
+            }
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![start];
+            while let Some(s) = stack.pop() {
+                if !seen.insert(s) {
+                    continue;
+                }
+                if a.is_final[s as usize] {
+                    flags[r] = true;
+                    changed = true;
+                    break;
+                }
+                stack.extend(next(a, s as usize, &flags));
+            }
+        }
+        if !changed {
+            return flags;
+        }
+    }
+}
+
+/// Removes edges into states that cannot reach their rule's final state, and calls of
+/// unproductive rules.
+fn trim(a: &mut Automaton, productive: &[bool]) {
+    let n = a.n_states();
+    let nc = a.n_classes;
+    for s in 0..n {
+        a.calls[s].retain(|(r, _)| productive[*r as usize]);
+    }
+    // Reverse edges, then search backwards from final states.
+    let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for s in 0..n {
+        for &t in &a.trans[s * nc..(s + 1) * nc] {
+            if t != DEAD {
+                rev[t as usize].push(s as u32);
+            }
+        }
+        for &(_, t) in a.calls[s].iter().chain(&a.token_edges[s]) {
+            rev[t as usize].push(s as u32);
+        }
+    }
+    let mut live = vec![false; n];
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| a.is_final[s as usize]).collect();
+    while let Some(s) = stack.pop() {
+        if !std::mem::replace(&mut live[s as usize], true) {
+            stack.extend(&rev[s as usize]);
+        }
+    }
+    for s in 0..n {
+        for t in &mut a.trans[s * nc..(s + 1) * nc] {
+            if *t != DEAD && !live[*t as usize] {
+                *t = DEAD;
+            }
+        }
+        a.calls[s].retain(|&(_, t)| live[t as usize]);
+        a.token_edges[s].retain(|&(_, t)| live[t as usize]);
+    }
+}
+
+/// `same_origin` and `predicted` for every state (see the field docs).
+fn compute_closures(a: &mut Automaton) {
+    let n = a.n_states();
+    let nullable = a.rule_nullable.clone();
+    let mut set = StampSet::new(n);
+    a.same_origin = (0..n)
+        .map(|s| {
+            set.clear();
+            set.insert(s as u32);
+            let mut out: Vec<u32> = Vec::new();
+            let mut stack = vec![s as u32];
+            while let Some(x) = stack.pop() {
+                for &(r, t) in &a.calls[x as usize] {
+                    if nullable[r as usize] && set.insert(t) {
+                        out.push(t);
+                        stack.push(t);
+                    }
+                }
+            }
+            out
+        })
+        .collect();
+    // Everything a rule predicts at its own start: its start state, the starts of the
+    // rules its states call, and the states reached over nullable calls, transitively.
+    let rule_predict: Vec<Vec<u32>> = (0..a.rule_start.len())
+        .map(|r| {
+            let start = a.rule_start[r];
+            if start == DEAD {
+                return Vec::new();
+            }
+            set.clear();
+            set.insert(start);
+            let mut out = vec![start];
+            let mut i = 0;
+            while i < out.len() {
+                for &(callee, t) in &a.calls[out[i] as usize] {
+                    let callee_start = a.rule_start[callee as usize];
+                    if set.insert(callee_start) {
+                        out.push(callee_start);
+                    }
+                    if nullable[callee as usize] && set.insert(t) {
+                        out.push(t);
+                    }
+                }
+                i += 1;
+            }
+            out
+        })
+        .collect();
+    a.predicted = (0..n)
+        .map(|s| {
+            set.clear();
+            let mut out: Vec<u32> = Vec::new();
+            for x in std::iter::once(s as u32).chain(a.same_origin[s].iter().copied()) {
+                for &(callee, _) in &a.calls[x as usize] {
+                    for &y in &rule_predict[callee as usize] {
+                        if set.insert(y) {
+                            out.push(y);
+                        }
+                    }
+                }
+            }
+            out
+        })
+        .collect();
+}
+
+/// A set of small integers with O(1) clear.
+pub(crate) struct StampSet {
+    stamps: Vec<u32>,
+    current: u32,
+}
+
+impl StampSet {
+    pub fn new(n: usize) -> Self {
+        StampSet { stamps: vec![0; n], current: 1 }
+    }
+    pub fn clear(&mut self) {
+        self.current = self.current.wrapping_add(1);
+        if self.current == 0 {
+            self.stamps.iter_mut().for_each(|s| *s = 0);
+            self.current = 1;
+        }
+    }
+    /// Inserts `x`; true when it was not there.
+    pub fn insert(&mut self, x: u32) -> bool {
+        let slot = &mut self.stamps[x as usize];
+        let new = *slot != self.current;
+        *slot = self.current;
+        new
+    }
+}

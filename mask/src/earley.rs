@@ -1,0 +1,215 @@
+//! An Earley parser whose rules are the automata of [`crate::automaton`].
+//!
+//! An item is `(state, origin)`: a rule's automaton in `state`, started after `origin`
+//! steps. The chart keeps one item set per step (a step is one byte, or one whole token
+//! matched by a token terminal). Calls of nullable rules are skipped at prediction time
+//! (Aycock–Horspool), so completions only ever look back at earlier sets.
+//!
+//! An item with origin [`NO_ORIGIN`] stands for "some caller we do not know": when it
+//! completes, the step reports an *escape* instead of looking for callers. The token-mask
+//! cache uses this to explore a state's futures independently of its context.
+
+use crate::automaton::{Automaton, StampSet, DEAD};
+
+/// Origin of an item whose callers are unknown.
+pub(crate) const NO_ORIGIN: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Item {
+    pub state: u32,
+    pub origin: u32,
+}
+
+/// Item sets, one per step; set `k` holds the items after `k` steps.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Chart {
+    items: Vec<Item>,
+    /// `ends[k]`: end of set `k` in `items`.
+    ends: Vec<u32>,
+}
+
+/// What one step found besides its item set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StepInfo {
+    /// An item with origin [`NO_ORIGIN`] completed.
+    pub escaped: bool,
+    /// The step made more items than allowed and was cut short.
+    pub overflow: bool,
+}
+
+impl Chart {
+    /// A chart whose only set holds `items` (then closed).
+    pub fn new(a: &Automaton, items: &[Item], scratch: &mut Scratch) -> (Chart, StepInfo) {
+        let mut chart = Chart::default();
+        chart.ends.push(0);
+        scratch.begin(usize::MAX);
+        let mut info = StepInfo::default();
+        for &it in items {
+            chart.add(it, scratch, &mut info);
+        }
+        chart.close(a, 0, scratch, &mut info);
+        (chart, info)
+    }
+
+    /// Number of sets.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn set(&self, k: usize) -> &[Item] {
+        let start = if k == 0 { 0 } else { self.ends[k - 1] as usize };
+        &self.items[start..self.ends[k] as usize]
+    }
+
+    pub fn last(&self) -> &[Item] {
+        self.set(self.len() - 1)
+    }
+
+    /// Keeps the first `n` sets.
+    pub fn truncate(&mut self, n: usize) {
+        self.ends.truncate(n);
+        self.items.truncate(self.ends.last().copied().unwrap_or(0) as usize);
+    }
+
+    fn set_start(&self, k: usize) -> usize {
+        if k == 0 {
+            0
+        } else {
+            self.ends[k - 1] as usize
+        }
+    }
+
+    /// Appends the set reached from the last one by `byte`. The new set may be empty.
+    pub fn scan_byte(&mut self, a: &Automaton, byte: u8, scratch: &mut Scratch) -> StepInfo {
+        let prev = self.len() - 1;
+        let (lo, hi) = (self.set_start(prev), self.ends[prev] as usize);
+        self.ends.push(hi as u32);
+        scratch.begin(prev + 1);
+        let mut info = StepInfo::default();
+        for i in lo..hi {
+            let it = self.items[i];
+            let t = a.next(it.state, byte);
+            if t != DEAD {
+                self.add(Item { state: t, origin: it.origin }, scratch, &mut info);
+            }
+        }
+        self.close(a, hi, scratch, &mut info);
+        info
+    }
+
+    /// Adds to the last set the items that set `from` reaches by matching `token` with a
+    /// token terminal (`<[id]>`), then closes it. Returns whether any item was added.
+    pub fn merge_token_step(&mut self, a: &Automaton, from: usize, token: u32, scratch: &mut Scratch) -> (bool, StepInfo) {
+        let cur = self.len() - 1;
+        let start = self.set_start(cur);
+        scratch.begin(cur);
+        for i in start..self.items.len() {
+            scratch.seen.insert(self.items[i].state);
+        }
+        let first_new = self.items.len();
+        let mut info = StepInfo::default();
+        let (lo, hi) = (self.set_start(from), self.ends[from] as usize);
+        for i in lo..hi {
+            let it = self.items[i];
+            for &(term, t) in &a.token_edges[it.state as usize] {
+                if a.terminals[term as usize].matches(token) {
+                    self.add(Item { state: t, origin: it.origin }, scratch, &mut info);
+                }
+            }
+        }
+        let added = self.items.len() > first_new;
+        self.close(a, first_new, scratch, &mut info);
+        (added, info)
+    }
+
+    /// Appends an empty set (a placeholder step).
+    pub fn push_empty(&mut self) {
+        self.ends.push(self.items.len() as u32);
+    }
+
+    /// Appends a set holding `items`, closed.
+    pub fn push_set(&mut self, a: &Automaton, items: impl IntoIterator<Item = Item>, scratch: &mut Scratch) -> StepInfo {
+        let start = self.items.len();
+        self.ends.push(start as u32);
+        scratch.begin(self.len() - 1);
+        let mut info = StepInfo::default();
+        for it in items {
+            self.add(it, scratch, &mut info);
+        }
+        self.close(a, start, scratch, &mut info);
+        info
+    }
+
+    /// Adds `it` to the last set unless present.
+    #[inline]
+    fn add(&mut self, it: Item, scratch: &mut Scratch, info: &mut StepInfo) {
+        let k = self.ends.len() - 1;
+        if scratch.seen.insert(it.state) || !self.set(k).contains(&it) {
+            if self.items.len() - self.set_start(k) >= scratch.max_items {
+                info.overflow = true;
+                return;
+            }
+            self.items.push(it);
+            self.ends[k] += 1;
+        }
+    }
+
+    /// Predicts and completes from `items[from..]` until the last set is closed.
+    fn close(&mut self, a: &Automaton, from: usize, scratch: &mut Scratch, info: &mut StepInfo) {
+        let cur = (self.len() - 1) as u32;
+        let mut i = from;
+        while i < self.items.len() {
+            let Item { state, origin } = self.items[i];
+            i += 1;
+            if origin == cur {
+                continue; // predicted here: its closure came with its predictor's
+            }
+            let s = state as usize;
+            for &t in &a.same_origin[s] {
+                self.add(Item { state: t, origin }, scratch, info);
+            }
+            for &p in &a.predicted[s] {
+                self.add(Item { state: p, origin: cur }, scratch, info);
+            }
+            if a.is_final[s] {
+                if origin == NO_ORIGIN {
+                    info.escaped = true;
+                } else {
+                    self.complete(a, a.state_rule[s], origin as usize, scratch, info);
+                }
+            }
+            if info.overflow {
+                return;
+            }
+        }
+    }
+
+    /// Advances the items of set `origin` that wait on `rule`.
+    fn complete(&mut self, a: &Automaton, rule: u32, origin: usize, scratch: &mut Scratch, info: &mut StepInfo) {
+        let (lo, hi) = (self.set_start(origin), self.ends[origin] as usize);
+        for j in lo..hi {
+            let parent = self.items[j];
+            for &(r, t) in &a.calls[parent.state as usize] {
+                if r == rule {
+                    self.add(Item { state: t, origin: parent.origin }, scratch, info);
+                }
+            }
+        }
+    }
+}
+
+/// Reusable per-thread buffers for stepping.
+pub(crate) struct Scratch {
+    pub seen: StampSet,
+    pub max_items: usize,
+}
+
+impl Scratch {
+    pub fn new(n_states: usize, max_items: usize) -> Self {
+        Scratch { seen: StampSet::new(n_states), max_items }
+    }
+
+    fn begin(&mut self, _set: usize) {
+        self.seen.clear();
+    }
+}

@@ -1,0 +1,471 @@
+//! [`CompiledGrammar`] (immutable, shared) and [`Matcher`] (one per sequence).
+
+use crate::automaton::Automaton;
+use crate::bitmask::{self, TokenSet};
+use crate::cache::{self, StateMasks};
+use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
+use crate::error::{CompileError, MatchError};
+use crate::limits::{LimitKind, Limits};
+use crate::trie::TokenTrie;
+use crate::vocab::Vocabulary;
+use rayon::prelude::*;
+use std::sync::{Arc, OnceLock};
+use stencil_grammar::Grammar;
+
+/// A grammar compiled against a vocabulary: immutable, shared by any number of
+/// [`Matcher`]s on any threads. Token-mask cache entries are filled on first use.
+///
+/// ```
+/// use std::sync::Arc;
+/// use stencil_grammar::{Expr, Grammar};
+/// use stencil_mask::{CompiledGrammar, Matcher, TokenKind, Vocabulary, bitmask};
+///
+/// let tokens = ["<eos>", "a", "b", "ab"].iter().enumerate()
+///     .map(|(i, t)| (t.as_bytes().to_vec(), if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
+///     .collect();
+/// let vocab = Arc::new(Vocabulary::new(tokens, vec![0]).unwrap());
+/// let mut g = Grammar::new();
+/// g.root = g.add_rule("root", Expr::plus(Expr::literal("ab"))); // root ::= ("ab")+
+/// let compiled = CompiledGrammar::new(&g, vocab).unwrap();
+///
+/// let mut m = Matcher::new(compiled);
+/// let mut mask = bitmask::new_mask(4);
+/// m.fill_mask(&mut mask).unwrap();
+/// assert_eq!(bitmask::allowed(&mask).collect::<Vec<_>>(), vec![1, 3]); // "a", "ab"
+/// m.accept_token(3).unwrap();
+/// assert!(m.can_end());
+/// assert!(m.accept_token(2).is_err()); // "b" cannot follow "ab"
+/// ```
+pub struct CompiledGrammar {
+    automaton: Automaton,
+    vocab: Arc<Vocabulary>,
+    trie: Arc<TokenTrie>,
+    cache: Vec<OnceLock<Result<StateMasks, LimitKind>>>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for CompiledGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGrammar").field("stats", &self.stats()).finish()
+    }
+}
+
+/// Sizes of a compiled grammar, for summaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrammarStats {
+    /// Rules that stay rules (after small ones were expanded in place).
+    pub rules: usize,
+    pub states: usize,
+    pub byte_classes: usize,
+    pub token_terminals: usize,
+}
+
+impl CompiledGrammar {
+    /// Compiles with the default [`Limits`].
+    pub fn new(grammar: &Grammar, vocab: Arc<Vocabulary>) -> Result<Arc<Self>, CompileError> {
+        Self::with_limits(grammar, vocab, Limits::default())
+    }
+
+    pub fn with_limits(grammar: &Grammar, vocab: Arc<Vocabulary>, limits: Limits) -> Result<Arc<Self>, CompileError> {
+        let automaton = Automaton::compile(grammar, &vocab, &limits)?;
+        let trie = vocab.text_trie();
+        let cache = (0..automaton.n_states()).map(|_| OnceLock::new()).collect();
+        Ok(Arc::new(CompiledGrammar { automaton, vocab, trie, cache, limits }))
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    pub fn stats(&self) -> GrammarStats {
+        let a = &self.automaton;
+        GrammarStats {
+            rules: a.rule_start.iter().filter(|&&s| s != crate::automaton::DEAD).count() - 1,
+            states: a.n_states(),
+            byte_classes: a.n_classes,
+            token_terminals: a.terminals.len(),
+        }
+    }
+
+    fn new_scratch(&self) -> Scratch {
+        Scratch::new(self.automaton.n_states(), self.limits.max_items_per_step)
+    }
+
+    fn state_masks(&self, state: u32, scratch: &mut Scratch) -> Result<&StateMasks, MatchError> {
+        let entry = self.cache[state as usize].get_or_init(|| {
+            cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch)
+        });
+        entry.as_ref().map_err(|&limit| MatchError::LimitExceeded { limit })
+    }
+
+    /// Fills every state's mask cache now (in parallel) instead of on first use.
+    pub fn warm_up(&self) {
+        (0..self.automaton.n_states() as u32).into_par_iter().for_each_init(
+            || self.new_scratch(),
+            |scratch, s| {
+                let _ = self.state_masks(s, scratch);
+            },
+        );
+    }
+}
+
+/// Where one accepted token started in the chart.
+#[derive(Clone, Copy, Debug)]
+struct TokenStep {
+    chart_len: usize,
+    eos: bool,
+}
+
+/// The parse state of one sequence: next-token masks, accepting tokens, rollback, fork.
+/// Cheap to create and to clone ([`Matcher::fork`]).
+pub struct Matcher {
+    grammar: Arc<CompiledGrammar>,
+    chart: Chart,
+    steps: Vec<TokenStep>,
+    ended: bool,
+    scratch: Option<Scratch>,
+}
+
+impl Clone for Matcher {
+    fn clone(&self) -> Self {
+        self.fork()
+    }
+}
+
+impl Matcher {
+    pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
+        let mut scratch = grammar.new_scratch();
+        let (chart, _) = Chart::new(&grammar.automaton, &[Item { state: grammar.automaton.start_state, origin: NO_ORIGIN }], &mut scratch);
+        Matcher { grammar, chart, steps: Vec::new(), ended: false, scratch: Some(scratch) }
+    }
+
+    /// An independent copy in the same state (for beams and speculation).
+    pub fn fork(&self) -> Self {
+        Matcher {
+            grammar: self.grammar.clone(),
+            chart: self.chart.clone(),
+            steps: self.steps.clone(),
+            ended: self.ended,
+            scratch: None,
+        }
+    }
+
+    pub fn grammar(&self) -> &Arc<CompiledGrammar> {
+        &self.grammar
+    }
+
+    /// Tokens accepted so far (EOS included).
+    pub fn tokens_accepted(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// True once EOS was accepted.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The grammar's text may end here (EOS is allowed).
+    pub fn can_end(&self) -> bool {
+        let accept = self.grammar.automaton.accept_state;
+        !self.ended && self.chart.last().iter().any(|it| it.state == accept)
+    }
+
+    /// The grammar's text must end here: EOS is the only allowed token.
+    pub fn must_end(&self) -> bool {
+        let a = &self.grammar.automaton;
+        self.can_end()
+            && self.chart.last().iter().all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
+    }
+
+    fn take_scratch(&mut self) -> Scratch {
+        self.scratch.take().unwrap_or_else(|| self.grammar.new_scratch())
+    }
+
+    /// Writes the allowed-token bitmask for the next token into `mask` (at least
+    /// `bitmask::words(vocab.mask_width())` words; extra words are zeroed).
+    pub fn fill_mask(&mut self, mask: &mut [u32]) -> Result<(), MatchError> {
+        let mut scratch = self.take_scratch();
+        let r = self.fill_mask_with(mask, &mut scratch);
+        self.scratch = Some(scratch);
+        r
+    }
+
+    fn fill_mask_with(&mut self, mask: &mut [u32], scratch: &mut Scratch) -> Result<(), MatchError> {
+        mask.fill(0);
+        if self.ended {
+            return Ok(());
+        }
+        let g = self.grammar.clone();
+        let a = &g.automaton;
+        let cur = (self.chart.len() - 1) as u32;
+        let kernel: Vec<Item> = self.chart.last().iter().copied().filter(|it| it.origin != cur).collect();
+        let mut states: Vec<u32> = kernel.iter().map(|it| it.state).collect();
+        states.sort_unstable();
+        states.dedup();
+        for &s in &states {
+            g.state_masks(s, scratch)?.accepted.or_into(mask);
+        }
+        for it in &kernel {
+            if it.origin == NO_ORIGIN {
+                continue;
+            }
+            if let Some(suffixes) = &g.state_masks(it.state, scratch)?.uncertain {
+                self.check_suffixes(a, *it, suffixes, mask, scratch)?;
+            }
+        }
+        for it in self.chart.last() {
+            for &(term, _) in &a.token_edges[it.state as usize] {
+                let t = a.terminals[term as usize];
+                if t.negated {
+                    for id in 0..g.vocab.len() as u32 {
+                        if id != t.id && !g.vocab.is_eos(id) {
+                            bitmask::set(mask, id);
+                        }
+                    }
+                } else {
+                    bitmask::set(mask, t.id);
+                }
+            }
+        }
+        if self.can_end() {
+            g.vocab.eos_ids().iter().for_each(|&e| bitmask::set(mask, e));
+        }
+        Ok(())
+    }
+
+    /// Sets the tokens of `suffixes` that can follow once `item`'s rule ends, in the
+    /// item's real context.
+    fn check_suffixes(&mut self, a: &Automaton, item: Item, suffixes: &TokenTrie, mask: &mut [u32], scratch: &mut Scratch) -> Result<(), MatchError> {
+        let rule = a.state_rule[item.state as usize];
+        let callers: Vec<Item> = self
+            .chart
+            .set(item.origin as usize)
+            .iter()
+            .flat_map(|p| a.calls[p.state as usize].iter().filter(|(r, _)| *r == rule).map(|&(_, t)| Item { state: t, origin: p.origin }))
+            .collect();
+        if callers.is_empty() {
+            return Ok(());
+        }
+        let base = self.chart.len();
+        let info = self.chart.push_set(a, callers, scratch);
+        let mut result = Ok(());
+        if info.overflow {
+            result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+        }
+        let mut i = 1;
+        while result.is_ok() && i < suffixes.nodes.len() {
+            let node = suffixes.nodes[i];
+            self.chart.truncate(base + node.depth as usize);
+            let info = self.chart.scan_byte(a, node.byte, scratch);
+            if info.overflow {
+                result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+            } else if self.chart.last().is_empty() {
+                i = node.subtree_end as usize;
+            } else {
+                suffixes.tokens(i).iter().for_each(|&t| bitmask::set(mask, t));
+                i += 1;
+            }
+        }
+        self.chart.truncate(base);
+        result
+    }
+
+    /// Accepts `token`; an error (and no change) when the grammar does not allow it.
+    pub fn accept_token(&mut self, token: u32) -> Result<(), MatchError> {
+        let g = self.grammar.clone();
+        if self.ended {
+            return Err(MatchError::AlreadyEnded);
+        }
+        if token as usize >= g.vocab.len() {
+            return Err(MatchError::TokenOutOfRange { token, len: g.vocab.len() });
+        }
+        let start = self.chart.len();
+        if g.vocab.is_eos(token) && self.can_end() {
+            self.steps.push(TokenStep { chart_len: start, eos: true });
+            self.ended = true;
+            return Ok(());
+        }
+        let mut scratch = self.take_scratch();
+        let r = self.advance(&g, token, &mut scratch);
+        self.scratch = Some(scratch);
+        match r {
+            Ok(()) => {
+                self.steps.push(TokenStep { chart_len: start, eos: false });
+                Ok(())
+            }
+            Err(e) => {
+                self.chart.truncate(start);
+                Err(e)
+            }
+        }
+    }
+
+    fn advance(&mut self, g: &CompiledGrammar, token: u32, scratch: &mut Scratch) -> Result<(), MatchError> {
+        let a = &g.automaton;
+        let from = self.chart.len() - 1;
+        let mut rejected_at = None;
+        if g.vocab.is_text(token) {
+            for (k, &b) in g.vocab.token_bytes(token).iter().enumerate() {
+                let info = self.chart.scan_byte(a, b, scratch);
+                if info.overflow {
+                    return Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+                }
+                if rejected_at.is_none() && self.chart.last().is_empty() {
+                    rejected_at = Some(k);
+                }
+            }
+        } else {
+            self.chart.push_empty();
+        }
+        if !a.terminals.is_empty() {
+            let (_, info) = self.chart.merge_token_step(a, from, token, scratch);
+            if info.overflow {
+                return Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+            }
+        }
+        if self.chart.last().is_empty() {
+            return Err(MatchError::TokenRejected { token, byte_offset: rejected_at });
+        }
+        Ok(())
+    }
+
+    /// Accepts tokens one by one; stops at the first refused one.
+    pub fn accept_tokens(&mut self, tokens: &[u32]) -> Result<(), (usize, MatchError)> {
+        tokens.iter().enumerate().try_for_each(|(i, &t)| self.accept_token(t).map_err(|e| (i, e)))
+    }
+
+    /// Undoes the last `n` accepted tokens.
+    pub fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
+        if n > self.steps.len() {
+            return Err(MatchError::RollbackTooFar { requested: n, available: self.steps.len() });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let step = self.steps[self.steps.len() - n];
+        self.steps.truncate(self.steps.len() - n);
+        self.chart.truncate(step.chart_len);
+        self.ended = self.steps.last().is_some_and(|s| s.eos);
+        Ok(())
+    }
+
+    /// The bytes the grammar forces next (up to `limit`): every string the grammar can
+    /// continue with starts with them.
+    pub fn forced_bytes(&mut self, limit: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        let g = self.grammar.clone();
+        let a = &g.automaton;
+        let base = self.chart.len();
+        let mut scratch = self.take_scratch();
+        while out.len() < limit {
+            let set = self.chart.last();
+            if set.iter().any(|it| it.state == a.accept_state || !a.token_edges[it.state as usize].is_empty()) {
+                break;
+            }
+            let mut first = [0u64; 4];
+            for it in set {
+                for (w, f) in first.iter_mut().zip(&a.first_bytes[it.state as usize]) {
+                    *w |= f;
+                }
+            }
+            if first.iter().map(|w| w.count_ones()).sum::<u32>() != 1 {
+                break;
+            }
+            let i = first.iter().position(|&w| w != 0).unwrap();
+            let b = (i * 64 + first[i].trailing_zeros() as usize) as u8;
+            let info = self.chart.scan_byte(a, b, &mut scratch);
+            if info.overflow || self.chart.last().is_empty() {
+                break;
+            }
+            out.push(b);
+        }
+        self.chart.truncate(base);
+        self.scratch = Some(scratch);
+        out
+    }
+
+    /// Tokens that spell the forced bytes, safe to append without sampling: the longest
+    /// vocabulary tokens covering the forced bytes, minus trailing tokens that a longer
+    /// token could straddle (so that the model's own tokenization stays reachable).
+    pub fn forced_tokens(&mut self, limit: usize) -> Vec<u32> {
+        let bytes = self.forced_bytes(limit);
+        let g = self.grammar.clone();
+        let trie = &g.trie;
+        let mut tokens: Vec<(usize, u32)> = Vec::new(); // (start offset, token)
+        let mut pos = 0;
+        while pos < bytes.len() {
+            // Longest token that is a prefix of bytes[pos..].
+            let mut node = 0usize;
+            let mut best = None;
+            for (k, &b) in bytes[pos..].iter().enumerate() {
+                let end = trie.nodes[node].subtree_end as usize;
+                let mut child = node + 1;
+                while child < end && trie.nodes[child].byte != b {
+                    child = trie.nodes[child].subtree_end as usize;
+                }
+                if child >= end {
+                    break;
+                }
+                node = child;
+                if let Some(&t) = trie.tokens(node).first() {
+                    best = Some((k + 1, t));
+                }
+            }
+            let Some((len, t)) = best else { break };
+            tokens.push((pos, t));
+            pos += len;
+        }
+        let covered_all = pos == bytes.len();
+        // Drop trailing tokens while some longer token starts where they start and runs
+        // past the forced bytes.
+        if !(covered_all && self.forced_text_ends(&bytes)) {
+            for _ in 0..4 {
+                let Some(&(start, _)) = tokens.last() else { break };
+                let straddles = trie
+                    .find(&bytes[start..])
+                    .is_some_and(|n| trie.nodes[n].subtree_end as usize > n + 1);
+                if !straddles && covered_all {
+                    break;
+                }
+                tokens.pop();
+            }
+        }
+        tokens.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// True when after `bytes` the grammar must end.
+    fn forced_text_ends(&mut self, bytes: &[u8]) -> bool {
+        let g = self.grammar.clone();
+        let base = self.chart.len();
+        let mut scratch = self.take_scratch();
+        for &b in bytes {
+            self.chart.scan_byte(&g.automaton, b, &mut scratch);
+        }
+        let a = &g.automaton;
+        let ends = self
+            .chart
+            .last()
+            .iter()
+            .all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
+            && self.chart.last().iter().any(|it| it.state == a.accept_state);
+        self.chart.truncate(base);
+        self.scratch = Some(scratch);
+        ends
+    }
+}
+
+/// Fills the masks of many matchers in parallel (one mask per matcher).
+pub fn fill_masks_parallel(matchers: &mut [Matcher], masks: &mut [Vec<u32>]) -> Vec<Result<(), MatchError>> {
+    matchers.par_iter_mut().zip(masks.par_iter_mut()).map(|(m, mask)| m.fill_mask(mask)).collect()
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<CompiledGrammar>();
+    is::<Matcher>();
+    let _ = TokenSet::List(vec![]);
+}

@@ -1,0 +1,117 @@
+//! A byte trie of tokens, flattened in depth-first preorder so that a whole subtree is a
+//! contiguous range of nodes: a walk that rejects a byte skips the subtree in O(1).
+
+/// One trie node: the byte on the edge into it, its depth, where its subtree ends, and the
+/// tokens whose bytes end here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node {
+    pub byte: u8,
+    pub depth: u32,
+    pub subtree_end: u32,
+    tokens_start: u32,
+    tokens_end: u32,
+}
+
+/// Tokens (or token suffixes) by their bytes. Node 0 is the root (the empty string).
+#[derive(Clone, Debug)]
+pub(crate) struct TokenTrie {
+    pub nodes: Vec<Node>,
+    token_ids: Vec<u32>,
+}
+
+impl TokenTrie {
+    /// A trie of `(bytes, id)` pairs; one id may appear under several byte strings and
+    /// one byte string may carry several ids.
+    pub fn build<'a>(pairs: impl IntoIterator<Item = (&'a [u8], u32)>) -> Self {
+        let mut pairs: Vec<(&[u8], u32)> = pairs.into_iter().collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let root = Node { byte: 0, depth: 0, subtree_end: 0, tokens_start: 0, tokens_end: 0 };
+        let mut nodes = vec![root];
+        let mut token_ids = Vec::with_capacity(pairs.len());
+        // `path[d]` is the node at depth d on the path to the previous key.
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        for (bytes, id) in pairs {
+            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while path.len() > common + 1 {
+                let n = path.pop().unwrap();
+                nodes[n as usize].subtree_end = nodes.len() as u32;
+            }
+            for (d, &b) in bytes.iter().enumerate().skip(common) {
+                let t = token_ids.len() as u32;
+                nodes.push(Node { byte: b, depth: d as u32 + 1, subtree_end: 0, tokens_start: t, tokens_end: t });
+                path.push(nodes.len() as u32 - 1);
+            }
+            let last = *path.last().unwrap() as usize;
+            if nodes[last].tokens_start == nodes[last].tokens_end {
+                nodes[last].tokens_start = token_ids.len() as u32;
+                nodes[last].tokens_end = nodes[last].tokens_start;
+            }
+            token_ids.push(id);
+            nodes[last].tokens_end += 1;
+            prev = bytes;
+        }
+        while let Some(n) = path.pop() {
+            nodes[n as usize].subtree_end = nodes.len() as u32;
+        }
+        TokenTrie { nodes, token_ids }
+    }
+
+    /// The ids whose bytes end at node `n`.
+    #[inline]
+    pub fn tokens(&self, n: usize) -> &[u32] {
+        let node = &self.nodes[n];
+        &self.token_ids[node.tokens_start as usize..node.tokens_end as usize]
+    }
+
+    /// The ids in the subtree of node `n` (including `n`), each with its node.
+    pub fn subtree_tokens(&self, n: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
+        (n..self.nodes[n].subtree_end as usize).flat_map(move |m| self.tokens(m).iter().map(move |&t| (m, t)))
+    }
+
+    /// The node reached from the root by `bytes`, if any.
+    pub fn find(&self, bytes: &[u8]) -> Option<usize> {
+        let mut n = 0usize;
+        for &b in bytes {
+            let mut child = n + 1;
+            let end = self.nodes[n].subtree_end as usize;
+            loop {
+                if child >= end {
+                    return None;
+                }
+                if self.nodes[child].byte == b {
+                    break;
+                }
+                child = self.nodes[child].subtree_end as usize;
+            }
+            n = child;
+        }
+        Some(n)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.token_ids.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preorder_layout_and_lookup() {
+        let words: [&[u8]; 5] = [b"ab", b"a", b"b", b"abc", b"ab"];
+        let t = TokenTrie::build(words.iter().enumerate().map(|(i, w)| (*w, i as u32)));
+        let ab = t.find(b"ab").unwrap();
+        let mut ids = t.tokens(ab).to_vec();
+        ids.sort();
+        assert_eq!(ids, vec![0, 4]);
+        assert_eq!(t.tokens(t.find(b"a").unwrap()), &[1]);
+        assert!(t.find(b"ac").is_none());
+        let mut sub: Vec<u32> = t.subtree_tokens(t.find(b"a").unwrap()).map(|(_, id)| id).collect();
+        sub.sort();
+        assert_eq!(sub, vec![0, 1, 3, 4]);
+        assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
+    }
+}

@@ -1,0 +1,97 @@
+//! Small hand-checked cases for the engine (the oracle tests live in `oracle.rs`).
+
+use std::sync::Arc;
+use stencil_grammar::{Expr, Grammar, RuleId};
+use stencil_mask::{bitmask, CompiledGrammar, Matcher, TokenKind, Vocabulary};
+
+fn vocab(tokens: &[&str]) -> Arc<Vocabulary> {
+    let mut v = vec![(b"<eos>".to_vec(), TokenKind::Control)];
+    v.extend(tokens.iter().map(|t| (t.as_bytes().to_vec(), TokenKind::Normal)));
+    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
+}
+
+fn allowed(m: &mut Matcher) -> Vec<String> {
+    let vocab = m.grammar().vocab().clone();
+    let mut mask = bitmask::new_mask(vocab.mask_width());
+    m.fill_mask(&mut mask).unwrap();
+    bitmask::allowed(&mask).map(|t| String::from_utf8_lossy(vocab.token_bytes(t)).into_owned()).collect()
+}
+
+fn id(v: &Vocabulary, s: &str) -> u32 {
+    (0..v.len() as u32).find(|&t| v.token_bytes(t) == s.as_bytes()).unwrap()
+}
+
+/// expr ::= expr "+" term | term ; term ::= [0-9]+  (left recursive)
+fn arithmetic() -> Grammar {
+    let mut g = Grammar::new();
+    let expr = g.add_rule("expr", Expr::Empty);
+    let term = g.add_rule("term", Expr::plus(Expr::class([('0', '9')])));
+    g.set_body(expr, Expr::alt([Expr::seq([Expr::Rule(expr), Expr::literal("+"), Expr::Rule(term)]), Expr::Rule(term)]));
+    g.root = expr;
+    g
+}
+
+#[test]
+fn left_recursion_masks_and_accepts() {
+    let v = vocab(&["1", "2", "+", "1+", "+2", "12", "a", "+1+"]);
+    let g = CompiledGrammar::new(&arithmetic(), v.clone()).unwrap();
+    let mut m = Matcher::new(g);
+    assert_eq!(allowed(&mut m), vec!["1", "2", "1+", "12"]);
+    m.accept_token(id(&v, "1+")).unwrap();
+    assert!(!m.can_end());
+    assert_eq!(allowed(&mut m), vec!["1", "2", "1+", "12"]);
+    m.accept_token(id(&v, "2")).unwrap();
+    assert!(m.can_end());
+    assert_eq!(allowed(&mut m), vec!["<eos>", "1", "2", "+", "1+", "+2", "12", "+1+"]);
+    m.accept_token(id(&v, "+1+")).unwrap();
+    assert!(m.accept_token(id(&v, "+")).is_err());
+    m.rollback(1).unwrap();
+    assert!(m.can_end());
+    m.accept_token(0).unwrap();
+    assert!(m.is_ended());
+}
+
+/// root ::= "{" ws "\"k\"" ws ":" ws value ws "}" ; value ::= "1" | root ; ws ::= " "?
+#[test]
+fn nested_objects_force_bytes() {
+    let mut g = Grammar::new();
+    let root = g.add_rule("root", Expr::Empty);
+    let value = g.add_rule("value", Expr::alt([Expr::literal("1"), Expr::Rule(root)]));
+    let ws = g.add_rule("ws", Expr::optional(Expr::literal(" ")));
+    g.set_body(
+        root,
+        Expr::seq([
+            Expr::literal("{"),
+            Expr::Rule(ws),
+            Expr::literal("\"k\""),
+            Expr::Rule(ws),
+            Expr::literal(":"),
+            Expr::Rule(ws),
+            Expr::Rule(value),
+            Expr::Rule(ws),
+            Expr::literal("}"),
+        ]),
+    );
+    g.root = root;
+    let v = vocab(&["{", "\"", "k", "\":", "\"k\"", ":", " ", "1", "}", "}}", "1}", "{\"", ":{"]);
+    let c = CompiledGrammar::new(&g, v.clone()).unwrap();
+    let mut m = Matcher::new(c);
+    assert_eq!(m.forced_bytes(100), b"{");
+    for t in ["{\"", "k", "\":", "{\"", "k", "\":", "1}"] {
+        m.accept_token(id(&v, t)).unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    assert!(!m.can_end());
+    assert_eq!(m.forced_bytes(100), b"");
+    assert_eq!(allowed(&mut m), vec![" ", "}"]);
+    assert!(m.accept_token(id(&v, "}}")).is_err());
+    m.accept_token(id(&v, "}")).unwrap();
+    assert!(m.can_end() && m.must_end());
+    assert_eq!(allowed(&mut m), vec!["<eos>"]);
+}
+
+#[test]
+fn rule_ids_are_checked() {
+    let mut g = Grammar::new();
+    g.root = g.add_rule("root", Expr::Rule(RuleId(7)));
+    assert!(CompiledGrammar::new(&g, vocab(&["a"])).is_err());
+}

@@ -1,0 +1,169 @@
+//! The oracle: on small grammars and small vocabularies, the engine's mask equals the
+//! brute-force answer — a token is allowed iff the text so far followed by its bytes is a
+//! prefix of some string of the language (EOS iff the text so far is in the language) —
+//! checked with the reference recognizer of `stencil-grammar`, independent of the engine,
+//! over random grammars, random walks, rollbacks and forks.
+
+use proptest::prelude::*;
+use std::sync::Arc;
+use stencil_grammar::random::{random_grammar, random_string_in, RandomGrammarConfig};
+use stencil_grammar::reference::Recognizer;
+use stencil_grammar::Grammar;
+use stencil_mask::{bitmask, CompiledGrammar, Matcher, TokenKind, Vocabulary};
+
+/// A small vocabulary over `alphabet`: EOS, every single byte, pairs and triples drawn
+/// from a seed, and multi-byte UTF-8 pieces (whole and split characters).
+fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    tokens.extend(alphabet.iter().map(|&b| vec![b]));
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..40 {
+        let len = 2 + (next() % 3) as usize;
+        let t: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+        if !tokens.contains(&t) {
+            tokens.push(t);
+        }
+    }
+    for piece in ["é", "→", "😀", "aé"] {
+        tokens.push(piece.as_bytes().to_vec());
+    }
+    tokens.push("é".as_bytes()[..1].to_vec());
+    tokens.push("😀".as_bytes()[1..].to_vec());
+    tokens.push(vec![0xff]);
+    let v = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (b, if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
+        .collect();
+    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
+}
+
+fn brute_force_mask(r: &Recognizer, vocab: &Vocabulary, text: &[u8]) -> Vec<u32> {
+    let mut allowed = Vec::new();
+    for t in 0..vocab.len() as u32 {
+        let ok = if vocab.is_eos(t) {
+            r.matches(text)
+        } else {
+            let mut s = text.to_vec();
+            s.extend_from_slice(vocab.token_bytes(t));
+            r.is_prefix(&s)
+        };
+        if ok {
+            allowed.push(t);
+        }
+    }
+    allowed
+}
+
+fn engine_mask(m: &mut Matcher) -> Vec<u32> {
+    let mut mask = bitmask::new_mask(m.grammar().vocab().mask_width());
+    m.fill_mask(&mut mask).unwrap();
+    bitmask::allowed(&mask).collect()
+}
+
+/// Random walk of `steps` tokens, comparing masks at every step.
+fn check_walk(g: &Grammar, vocab: Arc<Vocabulary>, seed: u64, steps: usize) -> Result<(), TestCaseError> {
+    let r = Recognizer::new(g).unwrap();
+    let compiled = CompiledGrammar::new(g, vocab.clone()).unwrap();
+    let mut m = Matcher::new(compiled);
+    let mut text: Vec<u8> = Vec::new();
+    let mut lens: Vec<usize> = Vec::new();
+    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    for step in 0..steps {
+        let expected = brute_force_mask(&r, &vocab, &text);
+        let got = engine_mask(&mut m);
+        prop_assert_eq!(&got, &expected, "step {} after {:?}\n{:#?}", step, String::from_utf8_lossy(&text), g);
+        prop_assert_eq!(m.can_end(), r.matches(&text));
+        // Every token outside the mask is refused.
+        for t in 1..vocab.len() as u32 {
+            if !expected.contains(&t) {
+                let mut f = m.fork();
+                prop_assert!(f.accept_token(t).is_err(), "token {:?} accepted but not allowed", vocab.token_bytes(t));
+            }
+        }
+        let text_tokens: Vec<u32> = expected.iter().copied().filter(|&t| !vocab.is_eos(t)).collect();
+        if text_tokens.is_empty() {
+            break;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if x % 7 == 0 && !lens.is_empty() {
+            // Roll back one or two tokens, then go on.
+            let n = 1 + (x as usize / 7) % lens.len().min(2);
+            m.rollback(n).unwrap();
+            for _ in 0..n {
+                text.truncate(lens.pop().unwrap());
+            }
+            continue;
+        }
+        let t = text_tokens[(x >> 3) as usize % text_tokens.len()];
+        lens.push(text.len());
+        text.extend_from_slice(vocab.token_bytes(t));
+        m.accept_token(t).unwrap();
+    }
+    Ok(())
+}
+
+fn config(recursion: bool, regex: bool) -> RandomGrammarConfig {
+    RandomGrammarConfig {
+        max_rules: 5,
+        max_depth: 4,
+        alphabet: b"ab{}\"0".to_vec(),
+        allow_recursion: recursion,
+        allow_left_recursion: recursion,
+        allow_unicode: true,
+        allow_regex: regex,
+        ..RandomGrammarConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mask_equals_brute_force(seed in any::<u64>(), vseed in any::<u64>(), recursion in any::<bool>(), regex in any::<bool>()) {
+        let cfg = config(recursion, regex);
+        let g = random_grammar(seed, &cfg);
+        check_walk(&g, small_vocab(&cfg.alphabet, vseed), seed, 12)?;
+    }
+
+    #[test]
+    fn members_are_accepted_token_by_token(seed in any::<u64>()) {
+        let cfg = config(true, false);
+        let g = random_grammar(seed, &cfg);
+        let vocab = small_vocab(&cfg.alphabet, seed);
+        if let Some(s) = random_string_in(&g, seed, 40) {
+            let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+            // Byte by byte with the single-byte tokens (ids 1..=alphabet) or the UTF-8 pieces.
+            for (i, &b) in s.iter().enumerate() {
+                let t = (1..vocab.len() as u32).find(|&t| vocab.token_bytes(t) == [b]);
+                match t {
+                    Some(t) => prop_assert!(m.accept_token(t).is_ok(), "byte {} of {:?}", i, String::from_utf8_lossy(&s)),
+                    None => return Ok(()), // a byte outside the vocabulary's single bytes
+                }
+            }
+            prop_assert!(m.can_end());
+        }
+    }
+}
+
+#[test]
+fn forks_are_independent() {
+    let cfg = config(true, false);
+    let g = random_grammar(7, &cfg);
+    let vocab = small_vocab(&cfg.alphabet, 7);
+    let mut a = Matcher::new(CompiledGrammar::new(&g, vocab).unwrap());
+    let before = engine_mask(&mut a);
+    let mut b = a.fork();
+    if let Some(&t) = before.iter().find(|&&t| t != 0) {
+        b.accept_token(t).unwrap();
+    }
+    assert_eq!(engine_mask(&mut a), before);
+}
