@@ -169,6 +169,22 @@ impl<'g> Recognizer<'g> {
         self.run(input).viable
     }
 
+    /// Both answers in one pass: `(matches(input), is_prefix(input))`.
+    ///
+    /// ```
+    /// use stencil_grammar::{Expr, Grammar};
+    /// use stencil_grammar::reference::Recognizer;
+    /// let mut g = Grammar::new();
+    /// g.root = g.add_rule("root", Expr::literal("ab"));
+    /// let r = Recognizer::new(&g).unwrap();
+    /// assert_eq!(r.matches_and_is_prefix(b"a"), (false, true));
+    /// assert_eq!(r.matches_and_is_prefix(b"ab"), (true, true));
+    /// ```
+    pub fn matches_and_is_prefix(&self, input: &[u8]) -> (bool, bool) {
+        let out = self.run(input);
+        (out.ends.contains(&input.len()), out.viable)
+    }
+
     /// Does the rule derive at least one string? (Panics on an invalid id.)
     ///
     /// ```
@@ -430,7 +446,7 @@ fn chars_outcome(ranges: &[(u32, u32)], input: &[u8], p: usize) -> Outcome {
         }
     }
     let viable = match utf8_completions(rest) {
-        Some((lo, hi)) => in_ranges(ranges, lo, hi),
+        Some((lo, hi)) => rest.len() != 1 && in_ranges(ranges, lo, hi),
         None => false,
     };
     Outcome { ends, viable }

@@ -734,7 +734,6 @@ fn check_random_grammars(cfg: &RandomGrammarConfig, seeds: std::ops::Range<u64>,
     let strings = all_strings(&universe, max_bytes);
     let mut complete = 0;
     for seed in seeds {
-        let t0 = std::time::Instant::now();
         let g = random_grammar(seed, cfg);
         let r = Recognizer::new(&g).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{g:#?}"));
         for id in 0..g.rules.len() {
@@ -747,22 +746,25 @@ fn check_random_grammars(cfg: &RandomGrammarConfig, seeds: std::ops::Range<u64>,
         let lang = en.rules().swap_remove(g.root.0 as usize);
         let ctx = || format!("seed {seed}\n{g:#?}\nlanguage (<= {max_bytes} bytes): {lang:?}");
 
-        for s in &strings {
-            assert_eq!(r.matches(s), lang.contains(s), "matches({:?})\n{}", String::from_utf8_lossy(s), ctx());
-        }
         let prefixes: BTreeSet<&[u8]> = lang.iter().flat_map(|t| (0..=t.len()).map(move |k| &t[..k])).collect();
-        for p in &prefixes {
-            assert!(r.is_prefix(p), "is_prefix({p:?})\n{}", ctx());
+        let is_complete = max_len(&g, &g.rule(g.root).body, 0).is_some_and(|m| m <= max_bytes);
+        complete += is_complete as usize;
+        for s in &strings {
+            let (matches, is_prefix) = r.matches_and_is_prefix(s);
+            assert_eq!(matches, lang.contains(s), "matches({:?})\n{}", String::from_utf8_lossy(s), ctx());
+            if is_complete {
+                assert_eq!(is_prefix, prefixes.contains(s.as_slice()), "is_prefix({s:?})\n{}", ctx());
+            } else if prefixes.contains(s.as_slice()) {
+                assert!(is_prefix, "is_prefix({s:?})\n{}", ctx());
+            }
         }
-        let finite_bound = max_len(&g, &g.rule(g.root).body, 0);
-        if finite_bound.is_some_and(|m| m <= max_bytes) {
-            complete += 1;
-            for s in &strings {
-                assert_eq!(r.is_prefix(s), prefixes.contains(s.as_slice()), "is_prefix({s:?})\n{}", ctx());
+        // Prefixes that end inside a character.
+        for p in &prefixes {
+            if std::str::from_utf8(p).is_err() {
+                assert!(r.is_prefix(p), "is_prefix({p:?})\n{}", ctx());
             }
         }
 
-        let t1 = t0.elapsed();
         let mut rng = SplitMix64::new(seed);
         let mut probes: Vec<Vec<u8>> = (0..2).map(|_| rng.pick(&strings).clone()).collect();
         for k in 0..6 {
@@ -775,11 +777,9 @@ fn check_random_grammars(cfg: &RandomGrammarConfig, seeds: std::ops::Range<u64>,
                 probes.push(t[..rng.below(t.len().min(12) as u64 + 1) as usize].to_vec());
             }
         }
-        let t2 = t0.elapsed();
         for p in &probes {
             check_local_consistency(&r, p);
         }
-        eprintln!("PH {} {} {} {} {}", seed, t1.as_micros(), t2.as_micros(), t0.elapsed().as_micros(), format!("{g:?}").len());
     }
     complete
 }
@@ -787,7 +787,7 @@ fn check_random_grammars(cfg: &RandomGrammarConfig, seeds: std::ops::Range<u64>,
 #[test]
 fn random_finite_grammars_are_exact() {
     let cfg = RandomGrammarConfig { alphabet: b"ab".to_vec(), ..RandomGrammarConfig::finite() };
-    let complete = check_random_grammars(&cfg, 0..120, 6);
+    let complete = check_random_grammars(&cfg, 0..100, 6);
     assert!(complete > 30, "too few grammars were enumerated completely: {complete}");
 }
 
@@ -800,12 +800,17 @@ fn random_recursive_grammars() {
         allow_negated_classes: false,
         ..RandomGrammarConfig::default()
     };
-    check_random_grammars(&cfg, 0..120, 6);
+    check_random_grammars(&cfg, 0..120, 5);
 }
 
 #[test]
 fn random_grammars_without_left_recursion() {
-    let cfg = RandomGrammarConfig { alphabet: b"abc".to_vec(), allow_left_recursion: false, ..RandomGrammarConfig::default() };
+    let cfg = RandomGrammarConfig {
+        alphabet: b"abc".to_vec(),
+        allow_left_recursion: false,
+        allow_unicode: false,
+        ..RandomGrammarConfig::default()
+    };
     check_random_grammars(&cfg, 1000..1100, 5);
 }
 

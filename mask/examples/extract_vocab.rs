@@ -33,7 +33,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     gz.finish()?.flush()?;
 
     // The fixture must give the same vocabulary and tokenizer as the model.
-    let (full, small) = (Vocabulary::from_gguf(input)?, Vocabulary::from_gguf(output)?);
+    let (full, small) = (
+        Vocabulary::from_gguf(input)?,
+        Vocabulary::from_gguf(output)?,
+    );
     if full != small {
         return Err(format!("{output}: vocabulary differs from {input}'s").into());
     }

@@ -61,7 +61,11 @@ pub enum GgufError {
     #[error("metadata key {key:?} has the wrong type")]
     WrongType { key: &'static str },
     #[error("{key:?} has {len} entries, expected {expected}")]
-    WrongLength { key: &'static str, len: usize, expected: usize },
+    WrongLength {
+        key: &'static str,
+        len: usize,
+        expected: usize,
+    },
     #[error("unsupported tokenizer model {0:?}")]
     UnsupportedModel(String),
     #[error("byte token {id} has malformed text {text:?}")]
@@ -271,7 +275,11 @@ impl GgufMetadata {
             Some(v) => {
                 let a = v.as_array().ok_or(GgufError::WrongType { key })?;
                 if a.len() != len {
-                    return Err(GgufError::WrongLength { key, len: a.len(), expected: len });
+                    return Err(GgufError::WrongLength {
+                        key,
+                        len: a.len(),
+                        expected: len,
+                    });
                 }
                 Ok(Some(a))
             }
@@ -299,9 +307,19 @@ fn read_with_limit(mut input: impl Read, len: u64) -> Result<GgufMetadata, GgufE
     let chained = head.chain(input);
     if head == [0x1f, 0x8b] {
         let gz = flate2::read::GzDecoder::new(chained).take(MAX_DECOMPRESSED);
-        Parser { input: gz, pos: 0, left: MAX_DECOMPRESSED }.metadata()
+        Parser {
+            input: gz,
+            pos: 0,
+            left: MAX_DECOMPRESSED,
+        }
+        .metadata()
     } else {
-        Parser { input: chained, pos: 0, left: len }.metadata()
+        Parser {
+            input: chained,
+            pos: 0,
+            left: len,
+        }
+        .metadata()
     }
 }
 
@@ -352,7 +370,11 @@ impl<R: Read> Parser<R> {
             let value = self.value(ty, 0)?;
             kvs.push((key, value));
         }
-        Ok(GgufMetadata { version, tensor_count, kvs })
+        Ok(GgufMetadata {
+            version,
+            tensor_count,
+            kvs,
+        })
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], GgufError> {
@@ -378,7 +400,11 @@ impl<R: Read> Parser<R> {
     fn check_len(&self, count: u64, size: u64) -> Result<(), GgufError> {
         match count.checked_mul(size) {
             Some(n) if n <= self.left => Ok(()),
-            _ => Err(GgufError::LengthTooLarge { len: count, offset: self.pos, left: self.left }),
+            _ => Err(GgufError::LengthTooLarge {
+                len: count,
+                offset: self.pos,
+                left: self.left,
+            }),
         }
     }
 
@@ -516,8 +542,13 @@ pub const EOG_TEXTS: &[&str] = &[
 /// Token texts llama.cpp takes as the FIM pad / repo / file-separator tokens when the
 /// metadata names none; those are end-of-generation too.
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] =
-    &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 /// Texts llama.cpp takes as the EOT token when `tokenizer.ggml.eot_token_id` is absent.
 const EOT_TEXTS: &[&str] = &[
@@ -558,7 +589,11 @@ impl<'a> RawVocab<'a> {
                 Some("gpt2") => GgufModel::Gpt2,
                 Some("llama") => GgufModel::Llama,
                 Some(other) => return Err(GgufError::UnsupportedModel(other.to_string())),
-                None => return Err(GgufError::WrongType { key: "tokenizer.ggml.model" }),
+                None => {
+                    return Err(GgufError::WrongType {
+                        key: "tokenizer.ggml.model",
+                    })
+                }
             },
         };
         const TOKENS: &str = "tokenizer.ggml.tokens";
@@ -584,7 +619,12 @@ impl<'a> RawVocab<'a> {
                 .collect::<Result<Vec<_>, _>>()?,
             None => vec![0.0; n],
         };
-        Ok(RawVocab { model, texts, types, scores })
+        Ok(RawVocab {
+            model,
+            texts,
+            types,
+            scores,
+        })
     }
 
     /// Each token's bytes and kind (see [`Vocabulary::from_gguf`]), given the EOG ids.
@@ -628,7 +668,10 @@ impl<'a> RawVocab<'a> {
         // llama.cpp's text → id map keeps the last id of a duplicated text.
         let by_text = |texts: &[&str]| -> Option<u32> {
             texts.iter().find_map(|t| {
-                self.texts.iter().rposition(|x| *x == t.as_bytes()).map(|i| i as u32)
+                self.texts
+                    .iter()
+                    .rposition(|x| *x == t.as_bytes())
+                    .map(|i| i as u32)
             })
         };
         let mut eog = Vec::new();
@@ -672,7 +715,11 @@ pub(crate) fn gpt2_byte_to_char() -> [char; 256] {
 
 /// The inverse of [`gpt2_byte_to_char`]: char → byte.
 pub(crate) fn gpt2_char_to_byte() -> HashMap<char, u8> {
-    gpt2_byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
+    gpt2_byte_to_char()
+        .iter()
+        .enumerate()
+        .map(|(b, &c)| (c, b as u8))
+        .collect()
 }
 
 /// Maps a byte-level token text back to its bytes; a char outside the table (not seen in

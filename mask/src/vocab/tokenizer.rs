@@ -72,7 +72,9 @@ impl std::fmt::Debug for Tokenizer {
             Inner::Hf(_) => "bpe",
             Inner::Spm(_) => "spm",
         };
-        f.debug_struct("Tokenizer").field("kind", &kind).finish_non_exhaustive()
+        f.debug_struct("Tokenizer")
+            .field("kind", &kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -134,16 +136,18 @@ impl Tokenizer {
                     && !text.is_empty()
                     && eog.binary_search(&(id as u32)).is_err()
             })
-            .filter_map(|(id, (text, _))| {
-                Some((String::from_utf8(text.to_vec()).ok()?, id as u32))
-            })
+            .filter_map(|(id, (text, _))| Some((String::from_utf8(text.to_vec()).ok()?, id as u32)))
             .collect();
         user_defined.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         let inner = match raw.model {
             GgufModel::Gpt2 => Inner::Hf(Box::new(bpe_from_gguf(meta, &raw)?)),
             GgufModel::Llama => Inner::Spm(Spm::new(meta, &raw)),
         };
-        Ok(Tokenizer::with_tokens(inner, user_defined, raw.tokens(&eog)?))
+        Ok(Tokenizer::with_tokens(
+            inner,
+            user_defined,
+            raw.tokens(&eog)?,
+        ))
     }
 
     /// A Hugging Face tokenizer.json, run by the `tokenizers` crate, with special-token
@@ -160,7 +164,11 @@ impl Tokenizer {
         let tokens = super::hf::HfTokens::new(&json)?.tokens;
         let mut tok: tokenizers::Tokenizer = json.parse()?;
         tok.set_encode_special_tokens(true);
-        Ok(Tokenizer::with_tokens(Inner::Hf(Box::new(tok)), Vec::new(), tokens))
+        Ok(Tokenizer::with_tokens(
+            Inner::Hf(Box::new(tok)),
+            Vec::new(),
+            tokens,
+        ))
     }
 
     fn with_tokens(
@@ -174,7 +182,12 @@ impl Tokenizer {
             bytes.extend_from_slice(&b);
             offsets.push(bytes.len());
         }
-        Tokenizer { inner, bytes, offsets, user_defined }
+        Tokenizer {
+            inner,
+            bytes,
+            offsets,
+            user_defined,
+        }
     }
 
     /// The ids of `text`, without BOS/EOS; special-token text is encoded as text.
@@ -271,7 +284,8 @@ fn bpe_from_gguf(
     let patterns = pre_patterns(pre).ok_or_else(|| TokenizerError::UnsupportedPre(pre.into()))?;
     let mut vocab = Vocab::default();
     for (id, text) in raw.texts.iter().enumerate() {
-        let text = std::str::from_utf8(text).map_err(|_| TokenizerError::TokenNotUtf8(id as u32))?;
+        let text =
+            std::str::from_utf8(text).map_err(|_| TokenizerError::TokenNotUtf8(id as u32))?;
         vocab.insert(text.to_string(), id as u32);
     }
     const MERGES: &str = "tokenizer.ggml.merges";
@@ -282,14 +296,22 @@ fn bpe_from_gguf(
         for (i, merge) in m.iter().enumerate() {
             let merge = merge.as_str().ok_or(TokenizerError::BadMerge(i))?;
             // llama.cpp splits at the first space after the first byte.
-            let at = merge.bytes().skip(1).position(|b| b == b' ').ok_or(TokenizerError::BadMerge(i))?;
+            let at = merge
+                .bytes()
+                .skip(1)
+                .position(|b| b == b' ')
+                .ok_or(TokenizerError::BadMerge(i))?;
             merges.push((merge[..at + 1].to_string(), merge[at + 2..].to_string()));
         }
     }
     let bpe = BPE::builder().vocab_and_merges(vocab, merges).build()?;
     let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
     for p in patterns {
-        let split = Split::new(SplitPattern::Regex(p.into()), SplitDelimiterBehavior::Isolated, false)?;
+        let split = Split::new(
+            SplitPattern::Regex(p.into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )?;
         steps.push(split.into());
     }
     steps.push(ByteLevel::new(false, false, false).into());
@@ -317,7 +339,9 @@ struct Bigram {
 impl Ord for Bigram {
     /// Highest score first, then leftmost.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.score.total_cmp(&other.score).then(other.left.cmp(&self.left))
+        self.score
+            .total_cmp(&other.score)
+            .then(other.left.cmp(&self.left))
     }
 }
 
@@ -346,10 +370,21 @@ struct Symbol {
 
 impl Spm {
     fn new(meta: &GgufMetadata, raw: &RawVocab<'_>) -> Self {
-        let ids = raw.texts.iter().enumerate().map(|(id, t)| (t.to_vec(), id as u32)).collect();
-        let add_space_prefix =
-            meta.get("tokenizer.ggml.add_space_prefix").and_then(|v| v.as_bool()).unwrap_or(true);
-        Spm { ids, scores: raw.scores.clone(), add_space_prefix }
+        let ids = raw
+            .texts
+            .iter()
+            .enumerate()
+            .map(|(id, t)| (t.to_vec(), id as u32))
+            .collect();
+        let add_space_prefix = meta
+            .get("tokenizer.ggml.add_space_prefix")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(true);
+        Spm {
+            ids,
+            scores: raw.scores.clone(),
+            add_space_prefix,
+        }
     }
 
     fn byte_token(&self, b: u8) -> Result<u32, TokenizerError> {
@@ -361,7 +396,12 @@ impl Spm {
             .ok_or(TokenizerError::NoByteToken(b))
     }
 
-    fn encode(&self, text: &str, prev_special: bool, out: &mut Vec<u32>) -> Result<(), TokenizerError> {
+    fn encode(
+        &self,
+        text: &str,
+        prev_special: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<(), TokenizerError> {
         let mut s = String::with_capacity(text.len() + 3);
         if self.add_space_prefix && prev_special {
             s.push(' ');
@@ -387,12 +427,22 @@ impl Spm {
             return Ok(());
         }
         let mut queue = BinaryHeap::new();
-        let try_add = |queue: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: Option<usize>, right: Option<usize>| {
-            let (Some(left), Some(right)) = (left, right) else { return };
+        let try_add = |queue: &mut BinaryHeap<Bigram>,
+                       symbols: &[Symbol],
+                       left: Option<usize>,
+                       right: Option<usize>| {
+            let (Some(left), Some(right)) = (left, right) else {
+                return;
+            };
             let (l, r) = (symbols[left], symbols[right]);
             let text = &s[l.start..l.start + l.len + r.len];
             if let Some(&id) = self.ids.get(text) {
-                queue.push(Bigram { score: self.scores[id as usize], left, right, size: text.len() });
+                queue.push(Bigram {
+                    score: self.scores[id as usize],
+                    left,
+                    right,
+                    size: text.len(),
+                });
             }
         };
         for i in 1..symbols.len() {

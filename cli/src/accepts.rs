@@ -1,0 +1,117 @@
+//! `stencil accepts`: does the grammar accept a text, as the vocabulary tokenizes it?
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use stencil_mask::{bitmask, MatchError, Matcher, Vocabulary};
+
+use crate::error::CliError;
+use crate::print_line;
+use crate::source::GrammarSource;
+use crate::text::{escape, locate};
+use crate::vocab::LoadedVocab;
+
+/// The text to test.
+pub enum Input {
+    Text(String),
+    File(PathBuf),
+}
+
+impl Input {
+    fn read(&self) -> Result<String, CliError> {
+        match self {
+            Input::Text(t) => Ok(t.clone()),
+            Input::File(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|source| CliError::Read { what: "text file", path: path.clone(), source })?;
+                String::from_utf8(bytes).map_err(|e| CliError::TextNotUtf8 {
+                    path: path.clone(),
+                    offset: e.utf8_error().valid_up_to(),
+                })
+            }
+        }
+    }
+}
+
+pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<ExitCode, CliError> {
+    let text = input.read()?;
+    let loaded = source.load()?;
+    let vocab = LoadedVocab::load(vocab_path)?;
+    let (compiled, _) = source.compile(&loaded.grammar, vocab.vocab.clone(), Some(vocab_path))?;
+    let tokens = vocab.tokenizer()?.encode(&text).map_err(CliError::Tokenize)?;
+    let v = &vocab.vocab;
+    let mut matcher = Matcher::new(compiled);
+    let mut offset = 0;
+    for (i, &token) in tokens.iter().enumerate() {
+        match matcher.accept_token(token) {
+            Ok(()) => offset += token_len(v, token),
+            Err(MatchError::TokenRejected { byte_offset, .. }) => {
+                let at = offset + byte_offset.unwrap_or(0);
+                let (line, col, shown, pad) = locate(text.as_bytes(), at);
+                let place = match byte_offset {
+                    Some(k) => format!("byte {k} of the token"),
+                    None => "its first byte".to_string(),
+                };
+                print_line(&format!(
+                    "rejected: token {i} of {} (id {token}, {}) is not allowed; the text fails at byte {at} \
+                     (line {line}, column {col}; {place})",
+                    tokens.len(),
+                    escape(v.token_bytes(token)),
+                ))?;
+                print_line(&format!("  {shown}\n  {pad}^"))?;
+                print_line(&format!("  accepted so far: {}", escape(&text.as_bytes()[..offset])))?;
+                print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
+                return Ok(ExitCode::from(1));
+            }
+            Err(e) => return Err(CliError::Match(e)),
+        }
+    }
+    if matcher.can_end() {
+        print_line(&format!("accepted ({} tokens)", tokens.len()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_line(&format!(
+        "rejected: text is incomplete: the grammar cannot end here (after {} tokens, {} bytes)",
+        tokens.len(),
+        text.len()
+    ))?;
+    let forced = matcher.forced_bytes(40);
+    if !forced.is_empty() {
+        print_line(&format!("  the grammar continues with {}", escape(&forced)))?;
+    } else {
+        print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// Bytes a token adds to the text (control tokens add none).
+fn token_len(v: &Vocabulary, token: u32) -> usize {
+    if v.is_text(token) {
+        v.token_bytes(token).len()
+    } else {
+        0
+    }
+}
+
+/// "allowed here: N tokens, e.g. ..." with a few of the shortest allowed tokens.
+fn describe_allowed(matcher: &mut Matcher, v: &Vocabulary) -> Result<String, CliError> {
+    let mut mask = bitmask::new_mask(v.mask_width());
+    matcher.fill_mask(&mut mask).map_err(CliError::Match)?;
+    let n = bitmask::count(&mask);
+    let mut ids: Vec<u32> = bitmask::allowed(&mask).collect();
+    ids.sort_by_key(|&id| (!v.is_text(id), v.token_bytes(id).len(), id));
+    let mut shown: Vec<String> = Vec::new();
+    for id in ids {
+        if shown.len() == 8 {
+            break;
+        }
+        let s = if v.is_eos(id) { "EOS".to_string() } else { escape(v.token_bytes(id)) };
+        if !shown.contains(&s) {
+            shown.push(s);
+        }
+    }
+    Ok(match n {
+        0 => "no token is allowed here".to_string(),
+        _ => format!("allowed here: {n} token{}, e.g. {}", if n == 1 { "" } else { "s" }, shown.join(", ")),
+    })
+}

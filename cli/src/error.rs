@@ -1,0 +1,74 @@
+//! Every way a command can fail, with the exit status it gives.
+
+use std::path::PathBuf;
+
+use stencil_grammar::GbnfError;
+use stencil_mask::vocab::{GgufError, HfError, TokenizerError};
+use stencil_mask::{CompileError, MatchError};
+use thiserror::Error;
+
+/// A failure that stops a command. `Display` is the message shown after `error: `.
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error("cannot read {what} {}: {source}", .path.display())]
+    Read { what: &'static str, path: PathBuf, source: std::io::Error },
+
+    #[error("invalid grammar {}: {source}", .path.display())]
+    Grammar { path: PathBuf, source: GbnfError },
+
+    #[error("grammar {} cannot be compiled{}: {source}", .path.display(), vocab_note(.vocab))]
+    Compile { path: PathBuf, vocab: Option<PathBuf>, source: CompileError },
+
+    #[error("cannot read vocabulary {}: {source}", .path.display())]
+    Gguf { path: PathBuf, source: GgufError },
+
+    #[error("cannot read vocabulary {}: {source}", .path.display())]
+    TokenizerJson { path: PathBuf, source: HfError },
+
+    #[error(
+        "{}: not a vocabulary file Stencil knows (expected a GGUF file, .gguf or .gguf.gz, \
+         or a Hugging Face tokenizer.json)",
+        .path.display()
+    )]
+    UnknownVocabFormat { path: PathBuf },
+
+    #[error("cannot load the tokenizer of {}: {source}", .path.display())]
+    Tokenizer { path: PathBuf, source: TokenizerError },
+
+    #[error("cannot tokenize the text: {0}")]
+    Tokenize(TokenizerError),
+
+    #[error("{}: the text is not valid UTF-8 (invalid byte at offset {offset})", .path.display())]
+    TextNotUtf8 { path: PathBuf, offset: usize },
+
+    #[error("the matcher failed: {0}")]
+    Match(MatchError),
+
+    #[error("{0}")]
+    DeadEnd(String),
+
+    #[error("cannot write to stdout: {0}")]
+    Stdout(std::io::Error),
+
+    /// Stdout was closed by its reader: stop quietly.
+    #[error("stdout was closed")]
+    BrokenPipe,
+}
+
+fn vocab_note(vocab: &Option<PathBuf>) -> String {
+    match vocab {
+        Some(v) => format!(" against vocabulary {}", v.display()),
+        None => String::new(),
+    }
+}
+
+impl CliError {
+    /// The process exit status for this error (see the crate docs).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Match(_) | CliError::DeadEnd(_) => 3,
+            CliError::BrokenPipe => 0,
+            _ => 2,
+        }
+    }
+}
