@@ -20,6 +20,7 @@ use std::sync::Arc;
 use stencil_grammar::parse_gbnf;
 use stencil_mask::bitmask;
 use stencil_mask::{CompiledGrammar, Matcher, Vocabulary};
+use stencil_grammar::reference::Recognizer;
 use timer::{percentile, time, Sample};
 
 const USAGE: &str = "\
@@ -27,11 +28,13 @@ stencil-bench [options]
   --out PATH          write the Markdown report here (default: print it)
   --vocab NAMES       smollm2,gemma3 (default both)
   --grammars NAMES    grammar names to run (default all), e.g. json,c
-  --seqs N            token sequences per grammar (default 4)
+  --seqs N            token sequences per grammar (default 8)
   --max-tokens N      longest sequence (default 150)
   --compile-reps N    compile repetitions (default 5)
   --seed N            random-walk seed (default 1)
-  --lark-mode MODE    rules (default) or terminals (llguidance's gbnf_to_lark.py)
+  --lark-modes MODES  how llguidance gets the grammar, comma-separated (default
+                      terminals,rules): terminals = llguidance's gbnf_to_lark.py
+                      (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
 ";
 
@@ -43,7 +46,7 @@ struct Args {
     max_tokens: usize,
     compile_reps: usize,
     seed: u64,
-    mode: lark::Mode,
+    modes: Vec<lark::Mode>,
     dump_lark: Option<PathBuf>,
 }
 
@@ -52,11 +55,11 @@ fn parse_args() -> Args {
         out: None,
         vocabs: vec!["smollm2".into(), "gemma3".into()],
         grammars: None,
-        seqs: 4,
+        seqs: 8,
         max_tokens: 150,
         compile_reps: 5,
         seed: 1,
-        mode: lark::Mode::Rules,
+        modes: vec![lark::Mode::Terminals, lark::Mode::Rules],
         dump_lark: None,
     };
     let mut it = std::env::args().skip(1);
@@ -71,12 +74,15 @@ fn parse_args() -> Args {
             "--max-tokens" => a.max_tokens = val().parse().unwrap_or_else(|_| die("--max-tokens: not a number")),
             "--compile-reps" => a.compile_reps = val().parse().unwrap_or_else(|_| die("--compile-reps: not a number")),
             "--seed" => a.seed = val().parse().unwrap_or_else(|_| die("--seed: not a number")),
-            "--lark-mode" => {
-                a.mode = match val().as_str() {
-                    "rules" => lark::Mode::Rules,
-                    "terminals" => lark::Mode::Terminals,
-                    m => die(&format!("unknown --lark-mode {m}")),
-                }
+            "--lark-modes" => {
+                a.modes = list(val())
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "rules" => lark::Mode::Rules,
+                        "terminals" => lark::Mode::Terminals,
+                        m => die(&format!("unknown Lark mode {m}")),
+                    })
+                    .collect()
             }
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "-h" | "--help" => {
@@ -238,9 +244,28 @@ struct Agreement {
     differ: usize,
     /// Steps whose masks differ outside the EOS ids.
     differ_text: usize,
-    /// Tokens of the walks that llguidance refused (its mask lacks them or consume fails).
+    /// Walk tokens that llguidance refused (its mask lacks them or `consume_token` fails).
     refused: usize,
+    /// Differing steps, classified with the reference recognizer (a sample of up to three
+    /// tokens per side and step): a token only one engine allows is either valid (the
+    /// other engine misses it) or invalid (this engine over-allows it).
+    stencil_misses: usize,
+    stencil_extra: usize,
+    llg_misses: usize,
+    llg_extra: usize,
+    /// No oracle (the reference recognizer refused the grammar).
+    oracle: bool,
     examples: Vec<String>,
+}
+
+/// One llguidance configuration (Lark mode) on one grammar.
+#[derive(Default)]
+struct LlgRun {
+    error: Option<String>,
+    compile: Vec<Sample>,
+    cold: Steps,
+    warm: Steps,
+    agreement: Agreement,
 }
 
 #[derive(Default)]
@@ -248,17 +273,14 @@ struct GrammarResult {
     name: String,
     path: String,
     error: Option<String>,
-    llg_error: Option<String>,
     seqs: usize,
     tokens: usize,
+    ended: usize,
     lark_ns: u64,
     stencil_compile: Vec<Sample>,
-    llg_compile: Vec<Sample>,
     stencil_cold: Steps,
     stencil_warm: Steps,
-    llg_cold: Steps,
-    llg_warm: Steps,
-    agreement: Agreement,
+    llg: Vec<LlgRun>,
 }
 
 fn replay_stencil(g: &Arc<CompiledGrammar>, seqs: &[Vec<u32>], out: &mut Steps) {
@@ -280,7 +302,12 @@ fn replay_stencil(g: &Arc<CompiledGrammar>, seqs: &[Vec<u32>], out: &mut Steps) 
     }
 }
 
-fn replay_llg(m0: &llguidance::Matcher, seqs: &[Vec<u32>], out: &mut Steps) {
+/// llguidance stops by itself once the grammar can only end; EOS is then not consumed.
+fn llg_done(m: &llguidance::Matcher, vocab: &Vocabulary, t: u32) -> bool {
+    vocab.is_eos(t) && m.is_stopped()
+}
+
+fn replay_llg(m0: &llguidance::Matcher, vocab: &Vocabulary, seqs: &[Vec<u32>], out: &mut Steps) {
     for (k, seq) in seqs.iter().enumerate() {
         let mut m = m0.clone();
         for (i, &t) in seq.iter().enumerate() {
@@ -288,13 +315,16 @@ fn replay_llg(m0: &llguidance::Matcher, seqs: &[Vec<u32>], out: &mut Steps) {
             match r {
                 Ok(mask) => drop(mask),
                 Err(e) => {
-                    out.error.get_or_insert(format!("seq {k} step {i}: compute_mask: {e}"));
+                    out.error.get_or_insert(format!("seq {k} step {i}: compute_mask: {}", first_line(&e.to_string())));
                     break;
                 }
             }
             out.samples.push(s);
+            if llg_done(&m, vocab, t) {
+                break;
+            }
             if let Err(e) = m.consume_token(t) {
-                out.error.get_or_insert(format!("seq {k} step {i}: consume_token({t}): {e}"));
+                out.error.get_or_insert(format!("seq {k} step {i}: consume_token({t}): {}", first_line(&e.to_string())));
                 break;
             }
         }
@@ -313,10 +343,36 @@ fn show_tokens(vocab: &Vocabulary, ids: &[u32]) -> String {
     s.join(", ")
 }
 
+/// Up to three tokens of a list (first, middle, last).
+fn sample3(ids: &[u32]) -> Vec<u32> {
+    let mut v = vec![];
+    if !ids.is_empty() {
+        v.push(ids[0]);
+        v.push(ids[ids.len() / 2]);
+        v.push(ids[ids.len() - 1]);
+        v.dedup();
+    }
+    v
+}
+
+/// Is `text` followed by token `t` a viable prefix (EOS: a complete match)? `None` for
+/// control tokens the oracle cannot judge.
+fn oracle_allows(rec: &Recognizer, vocab: &Vocabulary, text: &[u8], t: u32) -> Option<bool> {
+    if vocab.is_eos(t) {
+        return Some(rec.matches(text));
+    }
+    if !vocab.is_text(t) {
+        return None;
+    }
+    let mut s = text.to_vec();
+    s.extend_from_slice(vocab.token_bytes(t));
+    Some(rec.is_prefix(&s))
+}
+
 /// Both engines in lockstep over the walks: compare masks and llguidance's acceptance.
-fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[Vec<u32>], name: &str) -> Agreement {
+fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[Vec<u32>], rec: Option<&Recognizer>, name: &str) -> Agreement {
     let vocab = g.vocab().clone();
-    let mut a = Agreement::default();
+    let mut a = Agreement { oracle: rec.is_some(), ..Default::default() };
     let mut smask = bitmask::new_mask(vocab.mask_width());
     let n_words = bitmask::words(vocab.len());
     let mut eos_mask = bitmask::new_mask(vocab.mask_width());
@@ -333,18 +389,17 @@ fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[V
                 Ok(m) => m,
                 Err(e) => {
                     a.refused += 1;
-                    push_example(&mut a, format!("{name}: walk {k} step {i}: llguidance mask error after {}: {e}", show_tail(&text)));
+                    push_example(&mut a, format!("{name}: walk {k} step {i}: llguidance mask error after {}: {}", show_tail(&text), first_line(&e.to_string())));
                     break;
                 }
             };
             a.steps += 1;
             let lwords = lmask.as_slice();
-            let (mut only_s, mut only_l, mut differ, mut differ_text) = (Vec::new(), Vec::new(), false, false);
+            let (mut only_s, mut only_l, mut differ_text) = (Vec::new(), Vec::new(), false);
             for w in 0..n_words {
                 let sw = smask[w];
                 let lw = lwords.get(w).copied().unwrap_or(0);
                 if sw != lw {
-                    differ = true;
                     if (sw ^ lw) & !eos_mask[w] != 0 {
                         differ_text = true;
                     }
@@ -361,23 +416,65 @@ fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[V
                     }
                 }
             }
+            let differ = !only_s.is_empty() || !only_l.is_empty();
             a.differ += differ as usize;
             a.differ_text += differ_text as usize;
             if differ {
+                let mut verdict = String::new();
+                if let Some(rec) = rec {
+                    let judge = |ids: &[u32]| -> (bool, bool) {
+                        let mut valid = false;
+                        let mut invalid = false;
+                        for t in sample3(ids) {
+                            match oracle_allows(rec, &vocab, &text, t) {
+                                Some(true) => valid = true,
+                                Some(false) => invalid = true,
+                                None => {}
+                            }
+                        }
+                        (valid, invalid)
+                    };
+                    let (l_valid, l_invalid) = judge(&only_l);
+                    let (s_valid, s_invalid) = judge(&only_s);
+                    a.stencil_misses += l_valid as usize;
+                    a.llg_extra += l_invalid as usize;
+                    a.llg_misses += s_valid as usize;
+                    a.stencil_extra += s_invalid as usize;
+                    let mut parts = Vec::new();
+                    if l_valid {
+                        parts.push("Stencil misses valid tokens");
+                    }
+                    if l_invalid {
+                        parts.push("llguidance allows invalid tokens");
+                    }
+                    if s_valid {
+                        parts.push("llguidance misses valid tokens");
+                    }
+                    if s_invalid {
+                        parts.push("Stencil allows invalid tokens");
+                    }
+                    verdict = format!(" → oracle: {}", parts.join("; "));
+                }
                 push_example(
                     &mut a,
                     format!(
-                        "{name}: walk {k} step {i}, after {}: only Stencil allows [{}]; only llguidance allows [{}]",
+                        "{name}: walk {k} step {i}, after {}: only Stencil allows [{}]; only llguidance allows [{}]{verdict}",
                         show_tail(&text),
                         show_tokens(&vocab, &only_s),
                         show_tokens(&vocab, &only_l)
                     ),
                 );
             }
+            if llg_done(&lm, &vocab, t) {
+                break;
+            }
             let in_mask = lmask.is_allowed(t);
             if let Err(e) = lm.consume_token(t) {
                 a.refused += 1;
-                push_example(&mut a, format!("{name}: walk {k} step {i}: llguidance refuses token {t} {} (in its mask: {in_mask}): {e}", show_bytes(vocab.token_bytes(t))));
+                push_example(
+                    &mut a,
+                    format!("{name}: walk {k} step {i}: llguidance refuses token {t} {} (in its mask: {in_mask}): {}", show_bytes(vocab.token_bytes(t)), first_line(&e.to_string())),
+                );
                 break;
             } else if !in_mask {
                 a.refused += 1;
@@ -401,7 +498,7 @@ fn show_tail(text: &[u8]) -> String {
 }
 
 fn push_example(a: &mut Agreement, s: String) {
-    if a.examples.len() < 5 {
+    if a.examples.len() < 4 {
         a.examples.push(s);
     }
 }
@@ -446,14 +543,8 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
             return r;
         }
     };
-    let (lark, lark_time) = time(|| lark::to_lark(&grammar, args.mode));
-    r.lark_ns = lark_time.cpu_ns;
-    if let (Some(dir), Ok(text)) = (&args.dump_lark, &lark) {
-        let _ = std::fs::create_dir_all(dir);
-        let _ = std::fs::write(dir.join(format!("{}.lark", src.name)), text);
-    }
 
-    // 1. Compile times.
+    // 1. Stencil compile time.
     for _ in 0..args.compile_reps {
         let (res, s) = time(|| parse_gbnf(&src.text).map_err(|e| e.to_string()).and_then(|g| CompiledGrammar::new(&g, vocab.clone()).map_err(|e| e.to_string())));
         if let Err(e) = res {
@@ -461,26 +552,6 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
             return r;
         }
         r.stencil_compile.push(s);
-    }
-    let lark = match lark {
-        Ok(l) => Some(l),
-        Err(e) => {
-            r.llg_error = Some(format!("no Lark form: {e}"));
-            None
-        }
-    };
-    if let Some(lark) = &lark {
-        for _ in 0..args.compile_reps {
-            let (res, s) = time(|| llg::compile(factory, lark));
-            if let Err(e) = res {
-                r.llg_error = Some(format!("llguidance compile error: {}", first_line(&e.to_string())));
-                break;
-            }
-            r.llg_compile.push(s);
-        }
-        if r.llg_error.is_some() {
-            r.llg_compile.clear();
-        }
     }
 
     // 2. Token sequences from Stencil's masks (on a compiled grammar of their own).
@@ -496,28 +567,58 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
     drop(walk_g);
     r.seqs = seqs.len();
     r.tokens = seqs.iter().map(|s| s.len()).sum();
+    r.ended = seqs.iter().filter(|s| s.last().is_some_and(|&t| vocab.is_eos(t))).count();
 
-    // 3. Mask times: each engine on a fresh compiled grammar (cold), then again (warm).
+    // 3. Stencil mask times: a fresh compiled grammar (cold), then again (warm).
     let g = CompiledGrammar::new(&grammar, vocab.clone()).expect("compiled above");
     replay_stencil(&g, &seqs, &mut r.stencil_cold);
     replay_stencil(&g, &seqs, &mut r.stencil_warm);
-    let m0 = match (&lark, &r.llg_error) {
-        (Some(l), None) => llg::compile(factory, l).ok(),
-        _ => None,
-    };
-    if let Some(m0) = &m0 {
-        replay_llg(m0, &seqs, &mut r.llg_cold);
-        replay_llg(m0, &seqs, &mut r.llg_warm);
-        // 4. Agreement (untimed).
-        r.agreement = check_agreement(&g, m0, &seqs, &src.name);
+
+    let rec = Recognizer::new(&grammar).ok();
+    for &mode in &args.modes {
+        let mut run = LlgRun::default();
+        let (lark, lark_time) = time(|| lark::to_lark(&grammar, mode));
+        r.lark_ns = r.lark_ns.max(lark_time.cpu_ns);
+        let lark = match lark {
+            Ok(l) => l,
+            Err(e) => {
+                run.error = Some(format!("no Lark form: {e}"));
+                r.llg.push(run);
+                continue;
+            }
+        };
+        if let Some(dir) = &args.dump_lark {
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(dir.join(format!("{}.{}.lark", src.name, mode.name())), &lark);
+        }
+        // 1. llguidance compile time.
+        for _ in 0..args.compile_reps {
+            let (res, s) = time(|| llg::compile(factory, &lark));
+            if let Err(e) = res {
+                run.error = Some(format!("llguidance compile error: {}", first_line(&e.to_string())));
+                break;
+            }
+            run.compile.push(s);
+        }
+        if run.error.is_some() {
+            run.compile.clear();
+            r.llg.push(run);
+            continue;
+        }
+        // 3. Mask times; 4. agreement (untimed).
+        let m0 = llg::compile(factory, &lark).expect("compiled above");
+        replay_llg(&m0, vocab, &seqs, &mut run.cold);
+        replay_llg(&m0, vocab, &seqs, &mut run.warm);
+        run.agreement = check_agreement(&g, &m0, &seqs, rec.as_ref(), &format!("{} ({})", src.name, mode.name()));
+        r.llg.push(run);
     }
     r
 }
 
 fn first_line(s: &str) -> String {
     let l = s.lines().next().unwrap_or("").trim();
-    if l.len() > 200 {
-        format!("{}…", &l[..l.char_indices().take_while(|(i, _)| *i < 200).last().map(|(i, _)| i).unwrap_or(0)])
+    if l.chars().count() > 200 {
+        format!("{}…", l.chars().take(200).collect::<String>())
     } else {
         l.to_string()
     }
@@ -586,6 +687,7 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
     let mut o = String::new();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let modes: Vec<&str> = args.modes.iter().map(|m| m.name()).collect();
     let _ = writeln!(o, "# Benchmarks: Stencil vs llguidance\n");
     let _ = writeln!(o, "Generated by `scripts/bench.sh` (`cargo run --release -p stencil-bench`); do not edit by hand.\n");
     let _ = writeln!(o, "- Date: {}", civil_date(now));
@@ -593,15 +695,22 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
     if let Ok(v) = std::env::var("STENCIL_BENCH_RUSTC") {
         let _ = writeln!(o, "- Toolchain: {v}, release profile");
     }
-    let _ = writeln!(o, "- Engines: Stencil (this workspace) and llguidance {} (crates `llguidance` + `toktrie`, default features less rayon and JSON-Schema `$ref` resolution)", llguidance_version());
+    if let Ok(v) = std::env::var("STENCIL_BENCH_COMMIT") {
+        let _ = writeln!(o, "- Stencil: commit {v}");
+    }
     let _ = writeln!(
         o,
-        "- Run: {} sequences per grammar, at most {} tokens each, seed {}, {} compile repetitions, Lark mode `{}`; {:.0} s in all",
+        "- llguidance {} (crates `llguidance` + `toktrie` from crates.io; default features less rayon and JSON-Schema `$ref` resolution)",
+        llguidance_version()
+    );
+    let _ = writeln!(
+        o,
+        "- Run: {} sequences per grammar, at most {} tokens each, seed {}, {} compile repetitions, Lark modes {}; {:.0} s in all",
         args.seqs,
         args.max_tokens,
         args.seed,
         args.compile_reps,
-        args.mode.name(),
+        modes.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
         total_s
     );
     let _ = writeln!(o);
@@ -611,123 +720,189 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
         o,
         "\
 - **Grammars**: llama.cpp's example grammars (`fixtures/gbnf/*.gbnf`) and `bench/grammars/*.gbnf`.
-  Stencil parses the GBNF; llguidance has no GBNF reader in Rust, so the bench prints Lark from
-  Stencil's parsed IR (`bench/src/lark.rs`): in mode `rules` every GBNF rule is a Lark rule and
-  every literal, class and `.` its own lexeme (GBNF's character-level meaning); mode `terminals`
-  does what llguidance's `gbnf_to_lark.py` does (text-only rules become greedy lexemes).
+  Stencil parses the GBNF. llguidance has no GBNF reader in Rust (its converter is a Python script),
+  so the bench prints llguidance's Lark dialect from Stencil's parsed IR (`bench/src/lark.rs`), in two
+  modes. `terminals` does what llguidance's own `gbnf_to_lark.py` does: every rule but the root whose
+  body is text only (literals, classes, `.`, other such rules) becomes a terminal, i.e. one greedy
+  lexeme; this is how llguidance is normally fed GBNF, and its fast path. `rules` keeps every GBNF
+  rule a Lark rule, so every literal, class and `.` is its own lexeme: closer to GBNF's
+  character-level meaning, but llguidance's lexer is still greedy over multi-character literals.
+  The `{{m,n}}` repetitions are kept as such in both.
 - **Vocabularies**: `fixtures/vocab/` (SmolLM2-135M, 49,152 tokens; Gemma 3 270M, 262,144 tokens)
   as Stencil loads them. llguidance gets a `TokTrie` over the very same token bytes and EOS ids;
-  control and unused tokens carry toktrie's 0xFF special-token prefix, byte-fallback tokens are
-  their byte.
+  control and unused tokens carry toktrie's 0xFF special-token prefix (never grammar text),
+  byte-fallback tokens are their one byte.
 - **Compile**: Stencil = `parse_gbnf` + `CompiledGrammar::new`; llguidance = `TopLevelGrammar::from_lark`
-  + `ParserFactory::create_parser` + `Matcher::new` (the Lark printing is not counted; it took at
+  + `ParserFactory::create_parser` + `Matcher::new` (printing the Lark is not counted; it took at
   most {lark} ms). Per-vocabulary setup (Stencil's token trie; llguidance's `TokEnv` and
   `ParserFactory` with its default slicer) is done once beforehand and reported separately. p50 of
   the repetitions, thread CPU time.
 - **Sequences**: a seeded random walk over Stencil's masks (half the steps pick among ≤2-byte
-  tokens; after a random target length, punctuation is preferred and EOS is taken once allowed).
-  The same token ids are fed to both engines.
+  tokens; after a random target length, punctuation is preferred and EOS is taken once allowed;
+  otherwise the walk stops at the length cap). The same token ids are fed to both engines.
 - **Mask time**: only the full next-token bitmask call is timed, on one thread: Stencil
   `Matcher::fill_mask` into a reused buffer; llguidance `Matcher::compute_mask_or_eos` (it returns a
   fresh `SimpleVob`; its allocation is inside the timing, its drop is not). llguidance's
   fast-forward is off (its `TokEnv` reports a non-canonical tokenizer, so `compute_mask` always
-  builds the whole mask instead of a one-token forced mask) and it runs without rayon.
+  builds the whole mask instead of a one-token forced mask) and it runs without rayon; its
+  `ParserLimits` are the defaults. Once llguidance has stopped by itself (the grammar can only end)
+  the final EOS is not fed to it.
   *Cold*: a freshly compiled grammar (one per engine), caches filled lazily during the first replay
   of all sequences (Stencil's per-state token-mask cache; llguidance's lazily built lexer DFA, shared
   by matcher clones). *Warm*: the same sequences replayed again on that compiled grammar.
   Times are thread CPU time (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`); one empty timing costs
   {oc} µs CPU ({ow} µs wall) and is included in every sample. Percentiles are nearest-rank over all
-  steps of all sequences; *max* is the single slowest step. Ratio = llguidance / Stencil in the same
-  phase (above 1 means Stencil is faster).
+  steps of all sequences; *max* is the single slowest step; *1st mask* is the cold phase's first step
+  (the first mask of a freshly compiled grammar, so compile + 1st mask is the time to first mask). Ratio = llguidance / Stencil in the same
+  phase: above 1 means Stencil is faster.
 - **Agreement**: both engines in lockstep over every sequence; at each step the two masks are compared
-  bit for bit (all ids, and outside the EOS ids), and llguidance must accept the walk's token.",
+  bit for bit (all ids, and outside the EOS ids), and llguidance must accept the walk's token. Where
+  the masks differ, up to three tokens allowed by only one engine are judged by Stencil's reference
+  recognizer (`stencil_grammar::reference`, a slow, independent oracle over the grammar IR: is the
+  text so far plus the token a prefix of the language; for EOS, is the text complete): a valid one
+  means the other engine misses it, an invalid one means this engine over-allows.",
         lark = ms(results.iter().flat_map(|v| v.grammars.iter().map(|g| g.lark_ns)).max().unwrap_or(0)),
         oc = us(overhead.cpu_ns),
         ow = us(overhead.wall_ns),
     );
     let _ = writeln!(o);
 
+    if let Some(v) = results.first() {
+        let list: Vec<String> = v.grammars.iter().map(|g| format!("`{}` (`{}`)", g.name, g.path)).collect();
+        let _ = writeln!(o, "Grammars: {}.\n", list.join(", "));
+    }
+    let phase_labels = ["cold", "warm"];
     for v in results {
-        let _ = writeln!(o, "## {} ({} tokens, EOS {:?})\n", v.name, v.size, v.eos);
+        let _ = writeln!(o, "## {} ({} tokens, EOS ids {:?})\n", v.name, v.size, v.eos);
         let _ = writeln!(
             o,
-            "Per-vocabulary setup: Stencil token trie {} ms; llguidance TokEnv + ParserFactory {} ms (CPU).\n",
+            "Per-vocabulary setup (CPU): Stencil token trie {} ms; llguidance TokEnv + ParserFactory {} ms.\n",
             ms(v.stencil_setup.cpu_ns),
             ms(v.llg_setup.cpu_ns)
         );
-        let _ = writeln!(o, "| grammar | engine | compile p50 ms | mask p50 µs | p99 µs | max µs | ratio p50 / p99 | steps |");
-        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|");
-        let mut pooled: [Vec<Sample>; 4] = Default::default();
+        let _ = writeln!(o, "| grammar | engine | compile p50 ms | 1st mask µs | mask p50 µs | p99 µs | max µs | ratio p50 / p99 | steps |");
+        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        // pooled[0..2] = Stencil cold/warm; then per mode cold/warm.
+        let mut pooled: Vec<Vec<Sample>> = vec![Vec::new(); 2 + 2 * args.modes.len()];
         for g in &v.grammars {
             if let Some(e) = &g.error {
-                let _ = writeln!(o, "| {} | – | – | – | – | – | – | {} |", g.name, e.replace('|', "\\|"));
+                let _ = writeln!(o, "| {} | – | – | – | – | – | – | – | {} |", g.name, cell(e));
                 continue;
             }
-            let phases = [(&g.stencil_cold, "Stencil cold"), (&g.stencil_warm, "Stencil warm"), (&g.llg_cold, "llguidance cold"), (&g.llg_warm, "llguidance warm")];
-            let sums: Vec<Summary> = phases.iter().map(|(s, _)| summarize(&s.samples, true)).collect();
-            for (i, (steps, label)) in phases.iter().enumerate() {
-                let is_llg = i >= 2;
-                let compile = if is_llg {
-                    if g.llg_compile.is_empty() { "–".into() } else { ms(p50_compile(&g.llg_compile)) }
-                } else {
-                    ms(p50_compile(&g.stencil_compile))
-                };
-                if is_llg && g.llg_error.is_some() {
-                    if i == 2 {
-                        let _ = writeln!(o, "| {} | llguidance | – | – | – | – | – | {} |", g.name, g.llg_error.as_deref().unwrap_or("").replace('|', "\\|"));
-                    }
+            let st = [summarize(&g.stencil_cold.samples, true), summarize(&g.stencil_warm.samples, true)];
+            for (p, steps) in [&g.stencil_cold, &g.stencil_warm].into_iter().enumerate() {
+                let s = st[p];
+                let compile = if p == 0 { ms(p50_compile(&g.stencil_compile)) } else { String::new() };
+                let _ = writeln!(
+                    o,
+                    "| {} | Stencil {} | {} | {} | {} | {} | {} |  | {}{} |",
+                    g.name,
+                    phase_labels[p],
+                    compile,
+                    first_mask(steps, p),
+                    us(s.p50),
+                    us(s.p99),
+                    us(s.max),
+                    s.n,
+                    stopped(steps)
+                );
+                pooled[p].extend_from_slice(&steps.samples);
+            }
+            for (mi, run) in g.llg.iter().enumerate() {
+                let label = format!("llguidance `{}`", args.modes[mi].name());
+                if let Some(e) = &run.error {
+                    let _ = writeln!(o, "| {} | {label} | – | – | – | – | – | – | {} |", g.name, cell(e));
                     continue;
                 }
-                let s = sums[i];
-                let rat = if is_llg {
-                    String::new()
-                } else {
-                    let l = sums[i + 2];
-                    format!("{} / {}", ratio(l.p50, s.p50), ratio(l.p99, s.p99))
-                };
-                let compile = if i % 2 == 0 { compile } else { String::new() };
-                let err = steps.error.as_ref().map(|e| format!(" (stopped: {})", e.replace('|', "\\|"))).unwrap_or_default();
-                let _ = writeln!(o, "| {} | {} | {} | {} | {} | {} | {} | {}{} |", g.name, label, compile, us(s.p50), us(s.p99), us(s.max), rat, s.n, err);
-                pooled[i].extend_from_slice(&steps.samples);
+                for (p, steps) in [&run.cold, &run.warm].into_iter().enumerate() {
+                    let s = summarize(&steps.samples, true);
+                    let compile = if p == 0 { ms(p50_compile(&run.compile)) } else { String::new() };
+                    let _ = writeln!(
+                        o,
+                        "| {} | {label} {} | {} | {} | {} | {} | {} | {} / {} | {}{} |",
+                        g.name,
+                        phase_labels[p],
+                        compile,
+                        first_mask(steps, p),
+                        us(s.p50),
+                        us(s.p99),
+                        us(s.max),
+                        ratio(s.p50, st[p].p50),
+                        ratio(s.p99, st[p].p99),
+                        s.n,
+                        stopped(steps)
+                    );
+                    pooled[2 + 2 * mi + p].extend_from_slice(&steps.samples);
+                }
             }
         }
         let sums: Vec<Summary> = pooled.iter().map(|s| summarize(s, true)).collect();
-        let labels = ["Stencil cold", "Stencil warm", "llguidance cold", "llguidance warm"];
-        for i in 0..4 {
-            let rat = if i < 2 { format!("{} / {}", ratio(sums[i + 2].p50, sums[i].p50), ratio(sums[i + 2].p99, sums[i].p99)) } else { String::new() };
-            let _ = writeln!(o, "| **all** | {} |  | {} | {} | {} | {} | {} |", labels[i], us(sums[i].p50), us(sums[i].p99), us(sums[i].max), rat, sums[i].n);
+        for i in 0..pooled.len() {
+            let (label, rat) = if i < 2 {
+                (format!("Stencil {}", phase_labels[i]), String::new())
+            } else {
+                let p = (i - 2) % 2;
+                (
+                    format!("llguidance `{}` {}", args.modes[(i - 2) / 2].name(), phase_labels[p]),
+                    format!("{} / {}", ratio(sums[i].p50, sums[p].p50), ratio(sums[i].p99, sums[p].p99)),
+                )
+            };
+            let _ = writeln!(o, "| **all** | {label} |  |  | {} | {} | {} | {rat} | {} |", us(sums[i].p50), us(sums[i].p99), us(sums[i].max), sums[i].n);
         }
         let _ = writeln!(o);
         let walls: Vec<Summary> = pooled.iter().map(|s| summarize(s, false)).collect();
+        let mut wall_parts = vec![
+            format!("Stencil cold {} / {}", us(walls[0].p50), us(walls[0].p99)),
+            format!("warm {} / {}", us(walls[1].p50), us(walls[1].p99)),
+        ];
+        for (mi, m) in args.modes.iter().enumerate() {
+            let (c, w) = (walls[2 + 2 * mi], walls[3 + 2 * mi]);
+            wall_parts.push(format!("llguidance `{}` cold {} / {}, warm {} / {}", m.name(), us(c.p50), us(c.p99), us(w.p50), us(w.p99)));
+        }
+        let _ = writeln!(o, "Wall-clock cross-check, all grammars pooled (p50 / p99 µs): {}.\n", wall_parts.join("; "));
+
+        // Agreement.
+        let _ = writeln!(o, "Agreement (lockstep over the same sequences; oracle columns count differing steps):\n");
         let _ = writeln!(
             o,
-            "Wall-clock cross-check, all grammars (p50 / p99 µs): Stencil cold {} / {}, warm {} / {}; llguidance cold {} / {}, warm {} / {}.\n",
-            us(walls[0].p50),
-            us(walls[0].p99),
-            us(walls[1].p50),
-            us(walls[1].p99),
-            us(walls[2].p50),
-            us(walls[2].p99),
-            us(walls[3].p50),
-            us(walls[3].p99)
+            "| grammar | llguidance mode | sequences (ended) | tokens | steps compared | masks differ | differ outside EOS | walk tokens llguidance refused | Stencil misses valid | Stencil allows invalid | llguidance misses valid | llguidance allows invalid |"
         );
-        // Agreement.
-        let _ = writeln!(o, "Agreement (lockstep over the same sequences):\n");
-        let _ = writeln!(o, "| grammar | sequences | tokens | steps compared | masks differ | differ outside EOS | tokens llguidance refused |");
-        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let mut examples = Vec::new();
         for g in &v.grammars {
-            if g.error.is_some() || g.llg_error.is_some() {
-                let _ = writeln!(o, "| {} | {} | {} | – | – | – | – |", g.name, g.seqs, g.tokens);
+            if g.error.is_some() {
                 continue;
             }
-            let a = &g.agreement;
-            let _ = writeln!(o, "| {} | {} | {} | {} | {} | {} | {} |", g.name, g.seqs, g.tokens, a.steps, a.differ, a.differ_text, a.refused);
-            examples.extend(a.examples.iter().take(3).cloned());
+            for (mi, run) in g.llg.iter().enumerate() {
+                let mode = args.modes[mi].name();
+                if run.error.is_some() {
+                    let _ = writeln!(o, "| {} | `{mode}` | {} ({}) | {} | – | – | – | – | – | – | – | – |", g.name, g.seqs, g.ended, g.tokens);
+                    continue;
+                }
+                let a = &run.agreement;
+                let or = |n: usize| if a.oracle { n.to_string() } else { "n/a".into() };
+                let _ = writeln!(
+                    o,
+                    "| {} | `{mode}` | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    g.name,
+                    g.seqs,
+                    g.ended,
+                    g.tokens,
+                    a.steps,
+                    a.differ,
+                    a.differ_text,
+                    a.refused,
+                    or(a.stencil_misses),
+                    or(a.stencil_extra),
+                    or(a.llg_misses),
+                    or(a.llg_extra)
+                );
+                examples.extend(a.examples.iter().take(2).cloned());
+            }
         }
         let _ = writeln!(o);
         if !examples.is_empty() {
-            let _ = writeln!(o, "First disagreements:\n");
+            let _ = writeln!(o, "First disagreements (per grammar and mode, at most two):\n");
             for e in examples {
                 let _ = writeln!(o, "- {}", e.replace('|', "\\|"));
             }
@@ -742,6 +917,22 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
         let _ = writeln!(o);
     }
     o
+}
+
+/// The cold phase's first step: the first mask of a freshly compiled grammar.
+fn first_mask(steps: &Steps, phase: usize) -> String {
+    match (phase, steps.samples.first()) {
+        (0, Some(s)) => us(s.cpu_ns),
+        _ => String::new(),
+    }
+}
+
+fn cell(s: &str) -> String {
+    first_line(s).replace('|', "\\|")
+}
+
+fn stopped(steps: &Steps) -> String {
+    steps.error.as_ref().map(|e| format!(" (stopped: {})", cell(e))).unwrap_or_default()
 }
 
 fn llguidance_version() -> &'static str {

@@ -46,7 +46,9 @@ use crate::ir::{CharClass, Expr, Grammar, RuleId, MAX_CODE_POINT};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
     /// The grammar uses a token terminal (`<...>`), which has no byte-level meaning here.
-    #[error("rule `{rule}` uses a token terminal, which the reference recognizer does not support")]
+    #[error(
+        "rule `{rule}` uses a token terminal, which the reference recognizer does not support"
+    )]
     Token { rule: String },
     /// A rule reference points past the end of [`Grammar::rules`].
     #[error("rule `{rule}` refers to rule id {id}, which does not exist")]
@@ -56,7 +58,11 @@ pub enum ReferenceError {
     BadRoot(u32),
     /// A regex terminal could not be compiled.
     #[error("regex {pattern:?} in rule `{rule}`: {message}")]
-    Regex { rule: String, pattern: String, message: String },
+    Regex {
+        rule: String,
+        pattern: String,
+        message: String,
+    },
 }
 
 /// A reference recognizer for one grammar. See the [module docs](self).
@@ -97,7 +103,11 @@ enum Node {
     Rule(usize),
     Seq(Vec<usize>),
     Alt(Vec<usize>),
-    Repeat { child: usize, min: u32, max: Option<u32> },
+    Repeat {
+        child: usize,
+        min: u32,
+        max: Option<u32>,
+    },
 }
 
 /// What an expression does from one start position of the input.
@@ -219,20 +229,35 @@ impl<'g> Recognizer<'g> {
             }
             Expr::Rule(id) => {
                 if id.0 as usize >= self.grammar.rules.len() {
-                    return Err(ReferenceError::BadRuleId { rule: rule.to_string(), id: id.0 });
+                    return Err(ReferenceError::BadRuleId {
+                        rule: rule.to_string(),
+                        id: id.0,
+                    });
                 }
                 Node::Rule(id.0 as usize)
             }
-            Expr::Token(_) => return Err(ReferenceError::Token { rule: rule.to_string() }),
-            Expr::Seq(items) => {
-                Node::Seq(items.iter().map(|x| self.add_node(rule, x)).collect::<Result<_, _>>()?)
+            Expr::Token(_) => {
+                return Err(ReferenceError::Token {
+                    rule: rule.to_string(),
+                })
             }
-            Expr::Alt(items) => {
-                Node::Alt(items.iter().map(|x| self.add_node(rule, x)).collect::<Result<_, _>>()?)
-            }
-            Expr::Repeat { expr, min, max } => {
-                Node::Repeat { child: self.add_node(rule, expr)?, min: *min, max: *max }
-            }
+            Expr::Seq(items) => Node::Seq(
+                items
+                    .iter()
+                    .map(|x| self.add_node(rule, x))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Expr::Alt(items) => Node::Alt(
+                items
+                    .iter()
+                    .map(|x| self.add_node(rule, x))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Expr::Repeat { expr, min, max } => Node::Repeat {
+                child: self.add_node(rule, expr)?,
+                min: *min,
+                max: *max,
+            },
         };
         self.nodes.push(node);
         Ok(self.nodes.len() - 1)
@@ -253,7 +278,9 @@ impl<'g> Recognizer<'g> {
                 break;
             }
         }
-        self.productive = (0..self.nodes.len()).map(|n| self.node_productive(n, &rules)).collect();
+        self.productive = (0..self.nodes.len())
+            .map(|n| self.node_productive(n, &rules))
+            .collect();
         self.rule_productive = rules;
     }
 
@@ -266,7 +293,7 @@ impl<'g> Recognizer<'g> {
             Node::Seq(items) => items.iter().all(|&x| self.node_productive(x, rules)),
             Node::Alt(items) => items.iter().any(|&x| self.node_productive(x, rules)),
             Node::Repeat { child, min, max } => {
-                max.map_or(true, |m| *min <= m) && (*min == 0 || self.node_productive(*child, rules))
+                !max.is_some_and(|m| m < *min) && (*min == 0 || self.node_productive(*child, rules))
             }
         }
     }
@@ -292,8 +319,8 @@ impl<'g> Recognizer<'g> {
                 }
                 run.read_at_current.iter_mut().for_each(|x| *x = false);
                 let mut changed = vec![false; self.bodies.len()];
-                for r in 0..self.bodies.len() {
-                    let out = run.eval(self.bodies[r], p);
+                for (r, &body) in self.bodies.iter().enumerate() {
+                    let out = run.eval(body, p);
                     let old = &run.rules[r][p];
                     if !(out.ends.is_subset(&old.ends) && out.viable <= old.viable) {
                         let grown = Outcome {
@@ -340,14 +367,20 @@ impl Run<'_, '_> {
         let input = self.input;
         let n = input.len();
         let out = match &rec.nodes[node] {
-            Node::Empty => Outcome { ends: BTreeSet::from([p]), viable: p == n },
+            Node::Empty => Outcome {
+                ends: BTreeSet::from([p]),
+                viable: p == n,
+            },
             Node::Literal(lit) => {
                 let rest = &input[p..];
                 let mut ends = BTreeSet::new();
                 if rest.starts_with(lit) {
                     ends.insert(p + lit.len());
                 }
-                Outcome { ends, viable: lit.starts_with(rest) }
+                Outcome {
+                    ends,
+                    viable: lit.starts_with(rest),
+                }
             }
             Node::Chars(ranges) => chars_outcome(ranges, input, p),
             Node::Regex(i) => rec.regexes[*i].outcome(input, p),
@@ -373,7 +406,10 @@ impl Run<'_, '_> {
                     frontier = next;
                 }
                 viable |= frontier.contains(&n);
-                Outcome { ends: frontier, viable }
+                Outcome {
+                    ends: frontier,
+                    viable,
+                }
             }
             Node::Alt(items) => {
                 let mut out = Outcome::default();
@@ -398,7 +434,6 @@ impl Run<'_, '_> {
         if max.is_some_and(|m| m < min) {
             return out;
         }
-        let child_productive = self.rec.productive[child];
         // Positions reached after exactly `count` repetitions (only new ones once
         // `count >= min`: a position first reached with fewer repetitions, but at least
         // `min`, had at least as many repetitions left, so it already covers everything).
@@ -414,12 +449,12 @@ impl Run<'_, '_> {
             if cur.is_empty() || max == Some(count) {
                 break;
             }
-            // One more repetition; the ones still required after it must be completable.
-            let rest_productive = count + 1 >= min || child_productive;
+            // One more repetition. If the input runs out inside it, the repetitions still
+            // required after it can be completed: the child is viable, so productive.
             let mut next = BTreeSet::new();
             for &q in &cur {
                 let o = self.eval(child, q);
-                out.viable |= o.viable && rest_productive;
+                out.viable |= o.viable;
                 next.extend(o.ends.iter().copied());
             }
             cur = next;
@@ -446,7 +481,7 @@ fn chars_outcome(ranges: &[(u32, u32)], input: &[u8], p: usize) -> Outcome {
         }
     }
     let viable = match utf8_completions(rest) {
-        Some((lo, hi)) => rest.len() != 1 && in_ranges(ranges, lo, hi),
+        Some((lo, hi)) => in_ranges(ranges, lo, hi),
         None => false,
     };
     Outcome { ends, viable }
@@ -509,7 +544,9 @@ impl RegexTerminal {
     pub(crate) fn new(pattern: &str) -> Result<Self, String> {
         let dfa = dense::Builder::new()
             .configure(
-                dense::Config::new().match_kind(MatchKind::All).start_kind(StartKind::Anchored),
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored),
             )
             .build(pattern)
             .map_err(|e| e.to_string())?;
@@ -525,11 +562,13 @@ impl RegexTerminal {
                 if dfa.is_dead_state(t) || dfa.is_quit_state(t) {
                     continue;
                 }
-                if !preds.contains_key(&t) {
-                    preds.insert(t, Vec::new());
-                    queue.push_back(t);
-                }
-                preds.get_mut(&t).unwrap().push(s);
+                preds
+                    .entry(t)
+                    .or_insert_with(|| {
+                        queue.push_back(t);
+                        Vec::new()
+                    })
+                    .push(s);
             }
         }
         // Breadth-first search backwards from the states where the input may end.
@@ -607,7 +646,9 @@ mod tests {
         for c in (0..=MAX_CODE_POINT).filter_map(char::from_u32) {
             let enc = c.encode_utf8(&mut buf).as_bytes();
             for k in 0..=enc.len() {
-                let e = want.entry(enc[..k].to_vec()).or_insert((c as u32, c as u32));
+                let e = want
+                    .entry(enc[..k].to_vec())
+                    .or_insert((c as u32, c as u32));
                 e.0 = e.0.min(c as u32);
                 e.1 = e.1.max(c as u32);
             }
@@ -619,7 +660,11 @@ mod tests {
         for a in 0..=255u8 {
             assert_eq!(utf8_completions(&[a]), want.get(&vec![a]).copied(), "{a:x}");
             for b in 0..=255u8 {
-                assert_eq!(utf8_completions(&[a, b]), want.get(&vec![a, b]).copied(), "{a:x} {b:x}");
+                assert_eq!(
+                    utf8_completions(&[a, b]),
+                    want.get(&vec![a, b]).copied(),
+                    "{a:x} {b:x}"
+                );
             }
         }
         assert_eq!(utf8_completions(b"ab"), None);

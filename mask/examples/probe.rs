@@ -5,10 +5,11 @@ use stencil_mask::{bitmask, vocab::fixtures, CompiledGrammar, Matcher};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let src = std::fs::read_to_string(&args[1]).unwrap();
-    let (vocab, _) = if args.get(2).map(String::as_str) == Some("smollm2") { fixtures::smollm2() } else { fixtures::gemma3() };
+    let (vocab, tok) = if args.get(2).map(String::as_str) == Some("smollm2") { fixtures::smollm2() } else { fixtures::gemma3() };
     let steps: usize = args.get(3).map_or(100, |s| s.parse().unwrap());
+    let g0 = stencil_grammar::parse_gbnf("root ::= \"x\"").unwrap();
+    CompiledGrammar::new(&g0, vocab.clone()).unwrap(); // builds the vocabulary's trie once
     let t = Instant::now();
-    vocab.len();
     let g = stencil_grammar::parse_gbnf(&src).unwrap();
     let c = CompiledGrammar::new(&g, vocab.clone()).unwrap();
     println!("compile {:?} {:?}", t.elapsed(), c.stats());
@@ -18,7 +19,14 @@ fn main() {
         let mut x = 12345u64;
         let mut times = Vec::new();
         let mut text = Vec::new();
-        for _ in 0..steps {
+        let replay: Option<Vec<u32>> = std::env::var("PROBE_TEXT").ok().map(|f| tok.encode(&std::fs::read_to_string(f).unwrap()).unwrap());
+        for step in 0..steps {
+            if replay.as_ref().is_some_and(|r| step >= r.len()) { break; }
+            if pass == 1 && std::env::var("PROBE_STEP").ok().and_then(|v| v.parse::<usize>().ok()) == Some(step) {
+                let t = Instant::now();
+                for _ in 0..20000 { m.fill_mask(&mut mask).unwrap(); }
+                println!("repeat step {step}: {:.2}us", t.elapsed().as_secs_f64() * 1e6 / 20000.0);
+            }
             let t = Instant::now();
             m.fill_mask(&mut mask).unwrap();
             times.push(t.elapsed().as_secs_f64() * 1e6);
@@ -26,7 +34,9 @@ fn main() {
             if allowed.is_empty() { break; }
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             // Prefer short tokens to finish: pick among allowed with bias.
-            let tok = allowed[(x % allowed.len() as u64) as usize];
+            let tok = match &replay { Some(r) => r[step], None => allowed[(x % allowed.len() as u64) as usize] };
+            let us = times.last().unwrap();
+            if pass == 1 && *us > 30.0 { println!("slow step {step}: {us:.1}us allowed={} after {:?}", allowed.len(), String::from_utf8_lossy(&text[text.len().saturating_sub(30)..])); }
             text.extend_from_slice(vocab.token_bytes(tok));
             m.accept_token(tok).unwrap();
         }

@@ -37,30 +37,39 @@ pub(crate) fn compute(
     let mut accepted: Vec<u32> = Vec::new();
     let mut uncertain: Vec<(u32, u32)> = Vec::new(); // (token, escape depth)
     let mut escapes: Vec<u32> = Vec::new(); // depths on the current path where the rule may end
+    // next_bytes[d]: the bytes the set after d bytes can take.
+    let mut next_bytes: Vec<[u64; 4]> = vec![chart.next_bytes(a)];
     let mut i = 1;
     while i < trie.nodes.len() {
         let node = trie.nodes[i];
         let depth = node.depth as usize;
-        chart.truncate(depth);
         while escapes.last().is_some_and(|&j| j as usize >= depth) {
             escapes.pop();
         }
-        let info = chart.scan_byte(a, node.byte, scratch);
-        if info.overflow {
-            return Err(LimitKind::ItemsPerStep);
-        }
-        if info.escaped {
+        let (alive, escaped) = if has_byte(&next_bytes[depth - 1], node.byte) {
+            chart.truncate(depth);
+            let info = chart.scan_byte(a, node.byte, scratch);
+            if info.overflow {
+                return Err(LimitKind::ItemsPerStep);
+            }
+            (!chart.last().is_empty(), info.escaped)
+        } else {
+            (false, false)
+        };
+        if escaped {
             escapes.push(depth as u32);
         }
-        if !chart.last().is_empty() {
+        if alive {
             accepted.extend_from_slice(trie.tokens(i));
+            next_bytes.truncate(depth);
+            next_bytes.push(chart.next_bytes(a));
             i += 1;
             continue;
         }
         // Dead end: only the escapes on this path can still carry the subtree's tokens.
         if !escapes.is_empty() {
             for (m, token) in trie.subtree_tokens(i) {
-                if m == i && info.escaped {
+                if m == i && escaped {
                     accepted.push(token);
                 } else {
                     uncertain.extend(escapes.iter().map(|&j| (token, j)));
@@ -74,4 +83,9 @@ pub(crate) fn compute(
     let uncertain = (!uncertain.is_empty())
         .then(|| TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t))));
     Ok(StateMasks { accepted: TokenSet::from_ids(accepted, vocab.mask_width()), uncertain })
+}
+
+#[inline]
+pub(crate) fn has_byte(set: &[u64; 4], b: u8) -> bool {
+    set[b as usize >> 6] >> (b & 63) & 1 == 1
 }

@@ -65,6 +65,17 @@ impl Chart {
         self.set(self.len() - 1)
     }
 
+    /// The bytes that some item of the last set can take next.
+    pub fn next_bytes(&self, a: &Automaton) -> [u64; 4] {
+        let mut out = [0u64; 4];
+        for it in self.last() {
+            for (o, f) in out.iter_mut().zip(&a.first_bytes[it.state as usize]) {
+                *o |= f;
+            }
+        }
+        out
+    }
+
     /// Keeps the first `n` sets.
     pub fn truncate(&mut self, n: usize) {
         self.ends.truncate(n);
@@ -83,6 +94,20 @@ impl Chart {
     pub fn scan_byte(&mut self, a: &Automaton, byte: u8, scratch: &mut Scratch) -> StepInfo {
         let prev = self.len() - 1;
         let (lo, hi) = (self.set_start(prev), self.ends[prev] as usize);
+        if hi - lo == 1 {
+            // Fast path: one item moving to a state with nothing to predict or complete.
+            let it = self.items[lo];
+            let t = a.next(it.state, byte);
+            if t == DEAD {
+                self.ends.push(hi as u32);
+                return StepInfo::default();
+            }
+            if a.is_simple(t) {
+                self.items.push(Item { state: t, origin: it.origin });
+                self.ends.push(hi as u32 + 1);
+                return StepInfo::default();
+            }
+        }
         self.ends.push(hi as u32);
         scratch.begin(prev + 1);
         let mut info = StepInfo::default();

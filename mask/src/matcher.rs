@@ -252,10 +252,16 @@ impl Matcher {
         if info.overflow {
             result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
         }
+        let mut next_bytes: Vec<[u64; 4]> = vec![self.chart.next_bytes(a)];
         let mut i = 1;
         while result.is_ok() && i < suffixes.nodes.len() {
             let node = suffixes.nodes[i];
-            self.chart.truncate(base + node.depth as usize);
+            let depth = node.depth as usize;
+            if !cache::has_byte(&next_bytes[depth - 1], node.byte) {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            self.chart.truncate(base + depth);
             let info = self.chart.scan_byte(a, node.byte, scratch);
             if info.overflow {
                 result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
@@ -263,6 +269,8 @@ impl Matcher {
                 i = node.subtree_end as usize;
             } else {
                 suffixes.tokens(i).iter().for_each(|&t| bitmask::set(mask, t));
+                next_bytes.truncate(depth);
+                next_bytes.push(self.chart.next_bytes(a));
                 i += 1;
             }
         }

@@ -115,3 +115,4 @@ mod tests {
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
     }
 }
+

@@ -59,6 +59,8 @@ pub(crate) struct Automaton {
     pub predicted: Vec<Vec<u32>>,
     /// The bytes a state has transitions on.
     pub first_bytes: Vec<[u64; 4]>,
+    /// Not final, no calls: see [`Automaton::is_simple`].
+    pub simple: Vec<bool>,
     /// Synthetic start: `start_state --root--> accept_state`.
     pub start_state: u32,
     pub accept_state: u32,
@@ -72,6 +74,12 @@ impl Automaton {
 
     pub fn n_states(&self) -> usize {
         self.state_rule.len()
+    }
+
+    /// A state an item can move into without predicting or completing anything.
+    #[inline]
+    pub fn is_simple(&self, state: u32) -> bool {
+        self.simple[state as usize]
     }
 
     pub fn has_byte_edges(&self, state: u32) -> bool {
@@ -159,6 +167,7 @@ impl Automaton {
             same_origin: Vec::new(),
             predicted: Vec::new(),
             first_bytes: Vec::new(),
+            simple: Vec::new(),
             start_state: 0,
             accept_state: 0,
         };
@@ -199,6 +208,7 @@ impl Automaton {
             })
             .collect();
         compute_closures(&mut a);
+        a.simple = (0..a.n_states()).map(|s| !a.is_final[s] && a.calls[s].is_empty()).collect();
         Ok(a)
     }
 }

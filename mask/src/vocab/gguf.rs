@@ -29,7 +29,7 @@ use super::{TokenKind, VocabError, Vocabulary};
 /// `GGUF` as a little-endian u32.
 const MAGIC: [u8; 4] = *b"GGUF";
 /// The largest gzip-decompressed input read; also bounds lengths inside it.
-const MAX_DECOMPRESSED: u64 = 1 << 30;
+const MAX_DECOMPRESSED: u64 = 256 << 20;
 /// The deepest nesting of arrays accepted.
 const MAX_DEPTH: u32 = 4;
 /// Containers never reserve more than this many elements ahead of their bytes.

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of Stencil and llguidance: compile time, per-token mask time
+# (thread CPU time, one thread), and mask agreement, on llama.cpp's GBNF grammars and the
+# SmolLM2 (49k) and Gemma 3 (262k) vocabularies. Writes BENCHMARKS.md at the repo root.
+#
+#   scripts/bench.sh                 # full run (about 5 minutes on 2 cores)
+#   scripts/bench.sh --seqs 2        # quicker; any stencil-bench option passes through
+#   scripts/bench.sh --help          # the options
+#
+# The bench crate (bench/, package stencil-bench) is a workspace member outside
+# default-members, so the normal build and tests never compile llguidance.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export STENCIL_BENCH_RUSTC="$(rustc --version)"
+STENCIL_BENCH_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain 2>/dev/null | grep -v '^?? ' || true)" ]; then
+    STENCIL_BENCH_COMMIT="$STENCIL_BENCH_COMMIT (with uncommitted changes)"
+fi
+export STENCIL_BENCH_COMMIT
+exec cargo run --release --quiet -p stencil-bench -- --out BENCHMARKS.md "$@"
