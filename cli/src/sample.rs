@@ -65,15 +65,16 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
             Err(failure) => {
                 return Err(match failure {
                     Failure::DeadEnd { tokens, text } => CliError::DeadEnd(format!(
-                        "DEAD END in sample {} of {}: after {tokens} tokens no token is allowed, yet the \
-                         grammar cannot end (a mask bug). Text so far: {}",
+                        "DEAD END in sample {} of {}: after {} tokens no token is allowed, yet the \
+                         grammar cannot end (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
+                        tokens.len(),
                         escape(&text)
                     )),
-                    Failure::Disagree { token, text } => CliError::DeadEnd(format!(
-                        "MASK/MATCHER DISAGREEMENT in sample {} of {}: token {token} ({}) was in the mask \
-                         but the matcher refused it. Text so far: {}",
+                    Failure::Disagree { token, tokens, text } => CliError::DeadEnd(format!(
+                        "MASK/MATCHER DISAGREEMENT in sample {} of {}: token {token} ({}) was allowed by the \
+                         mask but the matcher refused it (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
                         escape(walker.vocab.token_bytes(token)),
@@ -100,9 +101,9 @@ enum Walk {
 
 enum Failure {
     /// No token allowed and the grammar cannot end.
-    DeadEnd { tokens: usize, text: Vec<u8> },
+    DeadEnd { tokens: Vec<u32>, text: Vec<u8> },
     /// A token of the mask that the matcher refused.
-    Disagree { token: u32, text: Vec<u8> },
+    Disagree { token: u32, tokens: Vec<u32>, text: Vec<u8> },
     Match(stencil_mask::MatchError),
 }
 
@@ -150,7 +151,7 @@ impl Walker {
         m.fill_mask(&mut self.mask).map_err(Failure::Match)?;
         let n = bitmask::count(&self.mask);
         if n == 0 && !m.can_end() {
-            return Err(Failure::DeadEnd { tokens: tokens.len(), text: self.text(tokens) });
+            return Err(Failure::DeadEnd { tokens: tokens.to_vec(), text: self.text(tokens) });
         }
         Ok(n)
     }
@@ -158,7 +159,7 @@ impl Walker {
     fn accept(&self, m: &mut Matcher, token: u32, tokens: &[u32]) -> Result<(), Failure> {
         m.accept_token(token).map_err(|e| match e {
             stencil_mask::MatchError::TokenRejected { .. } => {
-                Failure::Disagree { token, text: self.text(tokens) }
+                Failure::Disagree { token, tokens: tokens.to_vec(), text: self.text(tokens) }
             }
             e => Failure::Match(e),
         })
@@ -188,8 +189,15 @@ impl Walker {
                 }
                 if plan.is_empty() {
                     let depth = max_tokens - step;
-                    if let Some(path) = self.search(&mut m, &tokens, depth, rng)? {
-                        plan.extend(path);
+                    match self.search(&mut m, &tokens, depth, rng)? {
+                        Some(path) => plan.extend(path),
+                        None => {
+                            if std::env::var_os("STENCIL_DEBUG_SEARCH").is_some() {
+                                eprintln!("search gave up after {step} tokens: {}", escape(&self.text(&tokens)));
+                            }
+                            // The search used the mask buffer: refill it for this state.
+                            self.fill(&mut m, &tokens)?;
+                        }
                     }
                 }
                 match plan.pop_front() {
@@ -283,7 +291,7 @@ impl Walker {
         let prefix_len = path_buf.len();
         self.fill(m, path_buf)?;
         let mut seen = HashSet::new();
-        seen.insert(hash(&self.mask));
+        seen.insert((hash(&self.mask), 0));
         let mut nodes = vec![Node { parent: usize::MAX, token: 0, depth: 0, candidates: self.candidates(rng) }];
         let mut queue = VecDeque::from([0usize]);
         let mut evals = 0;
@@ -308,9 +316,16 @@ impl Walker {
                 path_buf.push(t);
             }
             let candidates = std::mem::take(&mut nodes[x].candidates);
+            if std::env::var_os("STENCIL_DEBUG_SEARCH2").is_some() {
+                let c: Vec<String> = candidates.iter().map(|&t| escape(self.vocab.token_bytes(t))).collect();
+                eprintln!("expand {} {:?}", escape(&self.text(&path)), c);
+            }
             for t in candidates {
                 evals += 1;
                 if evals > SEARCH_BUDGET {
+                    if std::env::var_os("STENCIL_DEBUG_SEARCH").is_some() {
+                        eprintln!("nodes {} depth {} queue {}", nodes.len(), nodes[x].depth, queue.len());
+                    }
                     return Ok(None);
                 }
                 self.accept(m, t, path_buf)?;
@@ -323,8 +338,8 @@ impl Walker {
                 let filled = self.fill(m, path_buf);
                 path_buf.pop();
                 filled?;
-                if seen.insert(hash(&self.mask)) {
-                    let depth = nodes[x].depth + 1;
+                let depth = nodes[x].depth + 1;
+                if seen.insert((hash(&self.mask), depth)) {
                     let candidates = self.candidates(rng);
                     nodes.push(Node { parent: x, token: t, depth, candidates });
                     queue.push_back(nodes.len() - 1);

@@ -13,6 +13,11 @@ fn main() {
     let g = stencil_grammar::parse_gbnf(&src).unwrap();
     let c = CompiledGrammar::new(&g, vocab.clone()).unwrap();
     println!("compile {:?} {:?}", t.elapsed(), c.stats());
+    if std::env::var("PROBE_WARM").is_ok() {
+        let t = Instant::now();
+        c.warm_up();
+        println!("warm_up of {} states: {:?}", c.stats().states, t.elapsed());
+    }
     let mut mask = bitmask::new_mask(vocab.mask_width());
     for pass in 0..2 {
         let mut m = Matcher::new(c.clone());

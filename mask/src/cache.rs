@@ -34,6 +34,7 @@ pub(crate) fn compute(
     scratch: &mut Scratch,
 ) -> Result<StateMasks, LimitKind> {
     let (mut chart, _) = Chart::new(a, &[Item { state, origin: NO_ORIGIN }], scratch);
+    let follow = &a.follow[a.state_rule[state as usize] as usize];
     let mut accepted: Vec<u32> = Vec::new();
     let mut uncertain: Vec<(u32, u32)> = Vec::new(); // (token, escape depth)
     let mut escapes: Vec<u32> = Vec::new(); // depths on the current path where the rule may end
@@ -71,9 +72,11 @@ pub(crate) fn compute(
             for (m, token) in trie.subtree_tokens(i) {
                 if m == i && escaped {
                     accepted.push(token);
-                } else {
-                    uncertain.extend(escapes.iter().map(|&j| (token, j)));
+                    continue;
                 }
+                // A suffix whose first byte no caller can ever take is never allowed.
+                let bytes = vocab.token_bytes(token);
+                uncertain.extend(escapes.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, j)));
             }
         }
         i = node.subtree_end as usize;

@@ -61,6 +61,8 @@ pub(crate) struct Automaton {
     pub first_bytes: Vec<[u64; 4]>,
     /// Not final, no calls: see [`Automaton::is_simple`].
     pub simple: Vec<bool>,
+    /// Per rule: the bytes that can come right after the rule ends, in any context.
+    pub follow: Vec<[u64; 4]>,
     /// Synthetic start: `start_state --root--> accept_state`.
     pub start_state: u32,
     pub accept_state: u32,
@@ -168,6 +170,7 @@ impl Automaton {
             predicted: Vec::new(),
             first_bytes: Vec::new(),
             simple: Vec::new(),
+            follow: Vec::new(),
             start_state: 0,
             accept_state: 0,
         };
@@ -209,6 +212,7 @@ impl Automaton {
             .collect();
         compute_closures(&mut a);
         a.simple = (0..a.n_states()).map(|s| !a.is_final[s] && a.calls[s].is_empty()).collect();
+        a.follow = follow_bytes(&a);
         Ok(a)
     }
 }
@@ -493,6 +497,55 @@ fn compute_closures(a: &mut Automaton) {
             out
         })
         .collect();
+}
+
+/// FOLLOW sets over bytes: for each rule, the bytes some caller can take right after the
+/// rule ends (through the caller's own end, transitively).
+fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
+    let n_rules = a.rule_start.len();
+    // What an item in state t can take next, and whether it can end right there.
+    let next_of = |t: u32| {
+        let mut set = [0u64; 4];
+        let mut can_end = false;
+        for x in std::iter::once(t).chain(a.same_origin[t as usize].iter().copied()).chain(a.predicted[t as usize].iter().copied()) {
+            for (o, f) in set.iter_mut().zip(&a.first_bytes[x as usize]) {
+                *o |= f;
+            }
+        }
+        for x in std::iter::once(t).chain(a.same_origin[t as usize].iter().copied()) {
+            can_end |= a.is_final[x as usize];
+        }
+        (set, can_end)
+    };
+    let mut follow = vec![[0u64; 4]; n_rules];
+    // (callee, caller rule) pairs whose FOLLOW flows from caller to callee.
+    let mut inherits: Vec<(u32, u32)> = Vec::new();
+    for s in 0..a.n_states() {
+        for &(callee, t) in &a.calls[s] {
+            let (set, can_end) = next_of(t);
+            for (o, f) in follow[callee as usize].iter_mut().zip(&set) {
+                *o |= f;
+            }
+            if can_end {
+                inherits.push((callee, a.state_rule[s]));
+            }
+        }
+    }
+    loop {
+        let mut changed = false;
+        for &(callee, caller) in &inherits {
+            for w in 0..4 {
+                let add = follow[caller as usize][w] & !follow[callee as usize][w];
+                if add != 0 {
+                    follow[callee as usize][w] |= add;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return follow;
+        }
+    }
 }
 
 /// A set of small integers with O(1) clear.
