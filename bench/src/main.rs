@@ -1018,8 +1018,8 @@ const STATIC_NOTES: &[&str] = &[
      itself and `consume_token(EOS)` then fails, so callers must check `is_stopped()` first; \
      (5) special tokens must carry a 0xFF prefix byte in the `TokTrie`; (6) llguidance keeps \
      a per-(lexer state, Earley row) mask cache, so inside one long lexeme (a JSON string) \
-     consecutive masks are copies — its p50 is a 32 KB copy on Gemma, as Stencil's is a \
-     cached-mask copy.",
+     consecutive masks are copies of one cached mask (32 KB on Gemma); Stencil's p50 step is \
+     likewise zeroing the mask and OR-ing cached per-state masks into it.",
     "The machine is shared with other work (see the load averages): thread CPU time leaves out \
      time spent waiting for a core but not cache and memory interference, so single-step \
      maxima (and cold p99 on few samples) move between runs; p50 and warm p99 are steadier.",
