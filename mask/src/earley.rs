@@ -123,8 +123,9 @@ impl Chart {
     }
 
     /// Adds to the last set the items that set `from` reaches by matching `token` with a
-    /// token terminal (`<[id]>`), then closes it. Returns whether any item was added.
-    pub fn merge_token_step(&mut self, a: &Automaton, from: usize, token: u32, scratch: &mut Scratch) -> (bool, StepInfo) {
+    /// token terminal (`<[id]>`; `!<[id]>` only when `token` is not an EOS token), then
+    /// closes it. Returns whether any item was added.
+    pub fn merge_token_step(&mut self, a: &Automaton, from: usize, token: u32, is_eos: bool, scratch: &mut Scratch) -> (bool, StepInfo) {
         let cur = self.len() - 1;
         let start = self.set_start(cur);
         scratch.begin(cur);
@@ -137,7 +138,8 @@ impl Chart {
         for i in lo..hi {
             let it = self.items[i];
             for &(term, t) in &a.token_edges[it.state as usize] {
-                if a.terminals[term as usize].matches(token) {
+                let terminal = a.terminals[term as usize];
+                if terminal.matches(token) && !(terminal.negated && is_eos) {
                     self.add(Item { state: t, origin: it.origin }, scratch, &mut info);
                 }
             }

@@ -326,7 +326,7 @@ impl Matcher {
             self.chart.push_empty();
         }
         if !a.terminals.is_empty() {
-            let (_, info) = self.chart.merge_token_step(a, from, token, scratch);
+            let (_, info) = self.chart.merge_token_step(a, from, token, g.vocab.is_eos(token), scratch);
             if info.overflow {
                 return Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
             }

@@ -129,3 +129,16 @@ fn batch_masks_equal_sequential_masks() {
         assert!(bitmask::get(mask, ids[k]), "token {k} of the document is allowed");
     }
 }
+
+#[test]
+fn negated_token_terminals_never_stand_for_eos() {
+    let (vocab, _) = fixtures::smollm2();
+    let mut m = Matcher::new(compile("root ::= !<[5]> !<[5]>", &vocab));
+    let mask = mask_of(&mut m);
+    assert!(!bitmask::get(&mask, 5));
+    for &e in vocab.eos_ids() {
+        assert!(!bitmask::get(&mask, e), "EOS {e} in the mask");
+        assert!(m.fork().accept_token(e).is_err(), "EOS {e} accepted as a token");
+    }
+    assert!(bitmask::get(&mask, 6) && m.accept_token(6).is_ok());
+}
