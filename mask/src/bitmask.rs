@@ -69,6 +69,21 @@ impl TokenSet {
         }
     }
 
+    /// Overwrites `mask` with the set (words past the set's width become zero).
+    pub fn write_into(&self, mask: &mut [u32]) {
+        match self {
+            TokenSet::List(_) => {
+                mask.fill(0);
+                self.or_into(mask);
+            }
+            TokenSet::Mask(m) => {
+                let n = m.len().min(mask.len());
+                mask[..n].copy_from_slice(&m[..n]);
+                mask[n..].fill(0);
+            }
+        }
+    }
+
     /// ORs the set into `mask`.
     pub fn or_into(&self, mask: &mut [u32]) {
         match self {

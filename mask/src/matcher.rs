@@ -191,8 +191,8 @@ impl Matcher {
     }
 
     fn fill_mask_with(&mut self, mask: &mut [u32], scratch: &mut Scratch) -> Result<(), MatchError> {
-        mask.fill(0);
         if self.ended {
+            mask.fill(0);
             return Ok(());
         }
         let g = self.grammar.clone();
@@ -202,8 +202,19 @@ impl Matcher {
         let mut states: Vec<u32> = kernel.iter().map(|it| it.state).collect();
         states.sort_unstable();
         states.dedup();
+        // The first dense set is copied rather than ORed into zeros: one pass over the mask.
+        let mut cleared = false;
         for &s in &states {
-            g.state_masks(s, scratch)?.accepted.or_into(mask);
+            let accepted = &g.state_masks(s, scratch)?.accepted;
+            if !cleared {
+                accepted.write_into(mask);
+                cleared = true;
+            } else {
+                accepted.or_into(mask);
+            }
+        }
+        if !cleared {
+            mask.fill(0);
         }
         for it in &kernel {
             if it.origin == NO_ORIGIN {
