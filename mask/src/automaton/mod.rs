@@ -178,6 +178,8 @@ impl Automaton {
             if let Some(nfa) = nfa {
                 a.rule_start[r] = a.n_states() as u32;
                 determinize(&mut a, nfa, r as u32, limits)?;
+                let base = a.rule_start[r] as usize;
+                minimize(&mut a, base);
             }
         }
         a.terminals = terminals;
@@ -361,6 +363,73 @@ fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Resu
         i += 1;
     }
     Ok(())
+}
+
+/// Merges equivalent states of the rule whose states are `base..` (Moore's partition
+/// refinement), keeping the start state first. Fewer states means fewer mask-cache entries.
+fn minimize(a: &mut Automaton, base: usize) {
+    let n = a.n_states() - base;
+    let nc = a.n_classes;
+    let mut class: Vec<u32> = (0..n).map(|i| a.is_final[base + i] as u32).collect();
+    let mut n_classes = 0;
+    loop {
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let mut next = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = base + i;
+            let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize - base] };
+            let mut sig = vec![class[i]];
+            sig.extend(a.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
+            for &(r, t) in &a.calls[s] {
+                sig.extend([u32::MAX - 1, r, map(t)]);
+            }
+            for &(k, t) in &a.token_edges[s] {
+                sig.extend([u32::MAX - 2, k, map(t)]);
+            }
+            let len = ids.len() as u32;
+            next.push(*ids.entry(sig).or_insert(len));
+        }
+        let count = ids.len();
+        class = next;
+        if count == n_classes {
+            break;
+        }
+        n_classes = count;
+    }
+    if n_classes == n {
+        return;
+    }
+    // Renumber so that the start state's class comes first, then by first occurrence.
+    let mut renumber = vec![u32::MAX; n_classes];
+    let mut order = Vec::with_capacity(n_classes);
+    for i in 0..n {
+        let c = class[i] as usize;
+        if renumber[c] == u32::MAX {
+            renumber[c] = order.len() as u32;
+            order.push(i);
+        }
+    }
+    let map = |t: u32| if t == DEAD { DEAD } else { base as u32 + renumber[class[t as usize - base] as usize] };
+    let mut trans = Vec::with_capacity(n_classes * nc);
+    let (mut finals, mut calls, mut toks) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in &order {
+        let s = base + i;
+        trans.extend(a.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
+        finals.push(a.is_final[s]);
+        calls.push(a.calls[s].iter().map(|&(r, t)| (r, map(t))).collect::<Vec<_>>());
+        toks.push(a.token_edges[s].iter().map(|&(k, t)| (k, map(t))).collect::<Vec<_>>());
+    }
+    a.trans.truncate(base * nc);
+    a.trans.extend(trans);
+    a.is_final.truncate(base);
+    a.is_final.extend(finals);
+    a.calls.truncate(base);
+    a.calls.extend(calls);
+    a.token_edges.truncate(base);
+    a.token_edges.extend(toks);
+    let rule = a.state_rule[base];
+    a.state_rule.truncate(base);
+    a.state_rule.extend(std::iter::repeat(rule).take(n_classes));
 }
 
 /// Least fixpoint of a per-rule flag: a rule gets the flag when its start state reaches a
