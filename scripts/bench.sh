@@ -3,7 +3,7 @@
 # (thread CPU time, one thread), and mask agreement, on llama.cpp's GBNF grammars and the
 # SmolLM2 (49k) and Gemma 3 (262k) vocabularies. Writes BENCHMARKS.md at the repo root.
 #
-#   scripts/bench.sh                 # full run (about 5 minutes on 2 cores)
+#   scripts/bench.sh                 # full run (2-3 minutes on 2 cores)
 #   scripts/bench.sh --seqs 2        # quicker; any stencil-bench option passes through
 #   scripts/bench.sh --help          # the options
 #

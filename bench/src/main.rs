@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use stencil_grammar::parse_gbnf;
+use stencil_grammar::reference::Recognizer;
 use stencil_mask::bitmask;
 use stencil_mask::{CompiledGrammar, Matcher, Vocabulary};
-use stencil_grammar::reference::Recognizer;
 use timer::{percentile, time, Sample};
 
 const USAGE: &str = "\
@@ -63,17 +63,41 @@ fn parse_args() -> Args {
         dump_lark: None,
     };
     let mut it = std::env::args().skip(1);
-    let list = |s: String| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
+    let list = |s: String| {
+        s.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect::<Vec<_>>()
+    };
     while let Some(flag) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| die(&format!("{flag} needs a value\n{USAGE}")));
+        let mut val = || {
+            it.next()
+                .unwrap_or_else(|| die(&format!("{flag} needs a value\n{USAGE}")))
+        };
         match flag.as_str() {
             "--out" => a.out = Some(val().into()),
             "--vocab" => a.vocabs = list(val()),
             "--grammars" => a.grammars = Some(list(val())),
-            "--seqs" => a.seqs = val().parse().unwrap_or_else(|_| die("--seqs: not a number")),
-            "--max-tokens" => a.max_tokens = val().parse().unwrap_or_else(|_| die("--max-tokens: not a number")),
-            "--compile-reps" => a.compile_reps = val().parse().unwrap_or_else(|_| die("--compile-reps: not a number")),
-            "--seed" => a.seed = val().parse().unwrap_or_else(|_| die("--seed: not a number")),
+            "--seqs" => {
+                a.seqs = val()
+                    .parse()
+                    .unwrap_or_else(|_| die("--seqs: not a number"))
+            }
+            "--max-tokens" => {
+                a.max_tokens = val()
+                    .parse()
+                    .unwrap_or_else(|_| die("--max-tokens: not a number"))
+            }
+            "--compile-reps" => {
+                a.compile_reps = val()
+                    .parse()
+                    .unwrap_or_else(|_| die("--compile-reps: not a number"))
+            }
+            "--seed" => {
+                a.seed = val()
+                    .parse()
+                    .unwrap_or_else(|_| die("--seed: not a number"))
+            }
             "--lark-modes" => {
                 a.modes = list(val())
                     .iter()
@@ -126,15 +150,23 @@ fn grammar_sources(notes: &mut Vec<String>) -> Vec<Source> {
             .collect();
         files.sort();
         for p in files {
-            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
+            let text = std::fs::read_to_string(&p)
+                .unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
             let file = p.file_name().unwrap().to_string_lossy().to_string();
             let rel = format!("{dir}/{file}");
             if let Some(same) = out.iter().find(|s| s.text == text) {
-                notes.push(format!("`{rel}` is byte-identical to `{}`, so it is measured once, as `{}`.", same.path, same.name));
+                notes.push(format!(
+                    "`{rel}` is byte-identical to `{}`, so it is measured once, as `{}`.",
+                    same.path, same.name
+                ));
                 continue;
             }
             let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-            out.push(Source { name: format!("{prefix}{stem}"), path: rel, text });
+            out.push(Source {
+                name: format!("{prefix}{stem}"),
+                path: rel,
+                text,
+            });
         }
     }
     out
@@ -160,14 +192,22 @@ impl Rng {
 }
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Seeded random walks over Stencil's masks. Each step picks an allowed non-EOS token
 /// (half the time among the ≤2-byte ones, which walks the grammar's structure more than
 /// long string tokens do); past a per-sequence target length it prefers punctuation-only
 /// tokens and takes EOS as soon as the grammar allows it.
-fn random_walks(g: &Arc<CompiledGrammar>, vocab: &Vocabulary, n: usize, max_len: usize, seed: u64) -> Result<Vec<Vec<u32>>, String> {
+fn random_walks(
+    g: &Arc<CompiledGrammar>,
+    vocab: &Vocabulary,
+    n: usize,
+    max_len: usize,
+    seed: u64,
+) -> Result<Vec<Vec<u32>>, String> {
     let mut mask = bitmask::new_mask(vocab.mask_width());
     let eos = vocab.eos_ids()[0];
     let mut out = Vec::new();
@@ -177,11 +217,15 @@ fn random_walks(g: &Arc<CompiledGrammar>, vocab: &Vocabulary, n: usize, max_len:
         let mut m = Matcher::new(g.clone());
         let mut seq = Vec::new();
         while seq.len() < max_len {
-            m.fill_mask(&mut mask).map_err(|e| format!("walk {k}, step {}: {e}", seq.len()))?;
-            let allowed: Vec<u32> = bitmask::allowed(&mask).filter(|&t| !vocab.is_eos(t)).collect();
+            m.fill_mask(&mut mask)
+                .map_err(|e| format!("walk {k}, step {}: {e}", seq.len()))?;
+            let allowed: Vec<u32> = bitmask::allowed(&mask)
+                .filter(|&t| !vocab.is_eos(t))
+                .collect();
             let finishing = seq.len() >= target;
             if m.can_end() && (allowed.is_empty() || finishing) {
-                m.accept_token(eos).map_err(|e| format!("walk {k}: EOS: {e}"))?;
+                m.accept_token(eos)
+                    .map_err(|e| format!("walk {k}: EOS: {e}"))?;
                 seq.push(eos);
                 break;
             }
@@ -189,15 +233,24 @@ fn random_walks(g: &Arc<CompiledGrammar>, vocab: &Vocabulary, n: usize, max_len:
                 break;
             }
             let pool: Vec<u32> = if finishing && rng.chance(70) {
-                allowed.iter().copied().filter(|&t| is_punct(vocab.token_bytes(t))).collect()
+                allowed
+                    .iter()
+                    .copied()
+                    .filter(|&t| is_punct(vocab.token_bytes(t)))
+                    .collect()
             } else if rng.chance(50) {
-                allowed.iter().copied().filter(|&t| vocab.token_bytes(t).len() <= 2).collect()
+                allowed
+                    .iter()
+                    .copied()
+                    .filter(|&t| vocab.token_bytes(t).len() <= 2)
+                    .collect()
             } else {
                 Vec::new()
             };
             let pool = if pool.is_empty() { &allowed } else { &pool };
             let t = pool[rng.below(pool.len())];
-            m.accept_token(t).map_err(|e| format!("walk {k}: token {t} from its own mask: {e}"))?;
+            m.accept_token(t)
+                .map_err(|e| format!("walk {k}: token {t} from its own mask: {e}"))?;
             seq.push(t);
         }
         out.push(seq);
@@ -226,9 +279,17 @@ struct Summary {
 }
 
 fn summarize(samples: &[Sample], cpu: bool) -> Summary {
-    let mut v: Vec<u64> = samples.iter().map(|s| if cpu { s.cpu_ns } else { s.wall_ns }).collect();
+    let mut v: Vec<u64> = samples
+        .iter()
+        .map(|s| if cpu { s.cpu_ns } else { s.wall_ns })
+        .collect();
     v.sort_unstable();
-    Summary { n: v.len(), p50: percentile(&v, 50.0), p99: percentile(&v, 99.0), max: v.last().copied().unwrap_or(0) }
+    Summary {
+        n: v.len(),
+        p50: percentile(&v, 50.0),
+        p99: percentile(&v, 99.0),
+        max: v.last().copied().unwrap_or(0),
+    }
 }
 
 fn p50_compile(samples: &[Sample]) -> u64 {
@@ -290,12 +351,14 @@ fn replay_stencil(g: &Arc<CompiledGrammar>, seqs: &[Vec<u32>], out: &mut Steps) 
         for (i, &t) in seq.iter().enumerate() {
             let (r, s) = time(|| m.fill_mask(&mut mask));
             if let Err(e) = r {
-                out.error.get_or_insert(format!("seq {k} step {i}: fill_mask: {e}"));
+                out.error
+                    .get_or_insert(format!("seq {k} step {i}: fill_mask: {e}"));
                 break;
             }
             out.samples.push(s);
             if let Err(e) = m.accept_token(t) {
-                out.error.get_or_insert(format!("seq {k} step {i}: accept_token({t}): {e}"));
+                out.error
+                    .get_or_insert(format!("seq {k} step {i}: accept_token({t}): {e}"));
                 break;
             }
         }
@@ -315,7 +378,10 @@ fn replay_llg(m0: &llguidance::Matcher, vocab: &Vocabulary, seqs: &[Vec<u32>], o
             match r {
                 Ok(mask) => drop(mask),
                 Err(e) => {
-                    out.error.get_or_insert(format!("seq {k} step {i}: compute_mask: {}", first_line(&e.to_string())));
+                    out.error.get_or_insert(format!(
+                        "seq {k} step {i}: compute_mask: {}",
+                        first_line(&e.to_string())
+                    ));
                     break;
                 }
             }
@@ -324,7 +390,10 @@ fn replay_llg(m0: &llguidance::Matcher, vocab: &Vocabulary, seqs: &[Vec<u32>], o
                 break;
             }
             if let Err(e) = m.consume_token(t) {
-                out.error.get_or_insert(format!("seq {k} step {i}: consume_token({t}): {}", first_line(&e.to_string())));
+                out.error.get_or_insert(format!(
+                    "seq {k} step {i}: consume_token({t}): {}",
+                    first_line(&e.to_string())
+                ));
                 break;
             }
         }
@@ -336,7 +405,11 @@ fn show_bytes(b: &[u8]) -> String {
 }
 
 fn show_tokens(vocab: &Vocabulary, ids: &[u32]) -> String {
-    let mut s: Vec<String> = ids.iter().take(5).map(|&t| format!("{t} {}", show_bytes(vocab.token_bytes(t)))).collect();
+    let mut s: Vec<String> = ids
+        .iter()
+        .take(5)
+        .map(|&t| format!("{t} {}", show_bytes(vocab.token_bytes(t))))
+        .collect();
     if ids.len() > 5 {
         s.push(format!("… {} in all", ids.len()));
     }
@@ -370,13 +443,25 @@ fn oracle_allows(rec: &Recognizer, vocab: &Vocabulary, text: &[u8], t: u32) -> O
 }
 
 /// Both engines in lockstep over the walks: compare masks and llguidance's acceptance.
-fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[Vec<u32>], rec: Option<&Recognizer>, name: &str) -> Agreement {
+fn check_agreement(
+    g: &Arc<CompiledGrammar>,
+    m0: &llguidance::Matcher,
+    seqs: &[Vec<u32>],
+    rec: Option<&Recognizer>,
+    name: &str,
+) -> Agreement {
     let vocab = g.vocab().clone();
-    let mut a = Agreement { oracle: rec.is_some(), ..Default::default() };
+    let mut a = Agreement {
+        oracle: rec.is_some(),
+        ..Default::default()
+    };
     let mut smask = bitmask::new_mask(vocab.mask_width());
     let n_words = bitmask::words(vocab.len());
     let mut eos_mask = bitmask::new_mask(vocab.mask_width());
-    vocab.eos_ids().iter().for_each(|&e| bitmask::set(&mut eos_mask, e));
+    vocab
+        .eos_ids()
+        .iter()
+        .for_each(|&e| bitmask::set(&mut eos_mask, e));
     for (k, seq) in seqs.iter().enumerate() {
         let mut sm = Matcher::new(g.clone());
         let mut lm = m0.clone();
@@ -389,7 +474,14 @@ fn check_agreement(g: &Arc<CompiledGrammar>, m0: &llguidance::Matcher, seqs: &[V
                 Ok(m) => m,
                 Err(e) => {
                     a.refused += 1;
-                    push_example(&mut a, format!("{name}: walk {k} step {i}: llguidance mask error after {}: {}", show_tail(&text), first_line(&e.to_string())));
+                    push_example(
+                        &mut a,
+                        format!(
+                            "{name}: walk {k} step {i}: llguidance mask error after {}: {}",
+                            show_tail(&text),
+                            first_line(&e.to_string())
+                        ),
+                    );
                     break;
                 }
             };
@@ -512,8 +604,17 @@ struct VocabResult {
     grammars: Vec<GrammarResult>,
 }
 
-fn run_vocab(name: &'static str, vocab: Arc<Vocabulary>, sources: &[Source], args: &Args) -> VocabResult {
-    eprintln!("== {name}: {} tokens, EOS {:?}", vocab.len(), vocab.eos_ids());
+fn run_vocab(
+    name: &'static str,
+    vocab: Arc<Vocabulary>,
+    sources: &[Source],
+    args: &Args,
+) -> VocabResult {
+    eprintln!(
+        "== {name}: {} tokens, EOS {:?}",
+        vocab.len(),
+        vocab.eos_ids()
+    );
     // Per-vocabulary setup, outside the per-grammar compile times: Stencil's shared token
     // trie (built by the first compile), llguidance's TokEnv and ParserFactory (slicer).
     let (_, stencil_setup) = time(|| {
@@ -531,11 +632,27 @@ fn run_vocab(name: &'static str, vocab: Arc<Vocabulary>, sources: &[Source], arg
         eprintln!("-- {name} / {}", src.name);
         grammars.push(run_grammar(src, &vocab, &factory, args));
     }
-    VocabResult { name, size: vocab.len(), eos: vocab.eos_ids().to_vec(), stencil_setup, llg_setup, grammars }
+    VocabResult {
+        name,
+        size: vocab.len(),
+        eos: vocab.eos_ids().to_vec(),
+        stencil_setup,
+        llg_setup,
+        grammars,
+    }
 }
 
-fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::ParserFactory, args: &Args) -> GrammarResult {
-    let mut r = GrammarResult { name: src.name.clone(), path: src.path.clone(), ..Default::default() };
+fn run_grammar(
+    src: &Source,
+    vocab: &Arc<Vocabulary>,
+    factory: &llguidance::ParserFactory,
+    args: &Args,
+) -> GrammarResult {
+    let mut r = GrammarResult {
+        name: src.name.clone(),
+        path: src.path.clone(),
+        ..Default::default()
+    };
     let grammar = match parse_gbnf(&src.text) {
         Ok(g) => g,
         Err(e) => {
@@ -546,7 +663,11 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
 
     // 1. Stencil compile time.
     for _ in 0..args.compile_reps {
-        let (res, s) = time(|| parse_gbnf(&src.text).map_err(|e| e.to_string()).and_then(|g| CompiledGrammar::new(&g, vocab.clone()).map_err(|e| e.to_string())));
+        let (res, s) = time(|| {
+            parse_gbnf(&src.text)
+                .map_err(|e| e.to_string())
+                .and_then(|g| CompiledGrammar::new(&g, vocab.clone()).map_err(|e| e.to_string()))
+        });
         if let Err(e) = res {
             r.error = Some(format!("Stencil compile error: {e}"));
             return r;
@@ -567,7 +688,10 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
     drop(walk_g);
     r.seqs = seqs.len();
     r.tokens = seqs.iter().map(|s| s.len()).sum();
-    r.ended = seqs.iter().filter(|s| s.last().is_some_and(|&t| vocab.is_eos(t))).count();
+    r.ended = seqs
+        .iter()
+        .filter(|s| s.last().is_some_and(|&t| vocab.is_eos(t)))
+        .count();
 
     // 3. Stencil mask times: a fresh compiled grammar (cold), then again (warm).
     let g = CompiledGrammar::new(&grammar, vocab.clone()).expect("compiled above");
@@ -589,13 +713,19 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
         };
         if let Some(dir) = &args.dump_lark {
             let _ = std::fs::create_dir_all(dir);
-            let _ = std::fs::write(dir.join(format!("{}.{}.lark", src.name, mode.name())), &lark);
+            let _ = std::fs::write(
+                dir.join(format!("{}.{}.lark", src.name, mode.name())),
+                &lark,
+            );
         }
         // 1. llguidance compile time.
         for _ in 0..args.compile_reps {
             let (res, s) = time(|| llg::compile(factory, &lark));
             if let Err(e) = res {
-                run.error = Some(format!("llguidance compile error: {}", first_line(&e.to_string())));
+                run.error = Some(format!(
+                    "llguidance compile error: {}",
+                    first_line(&e.to_string())
+                ));
                 break;
             }
             run.compile.push(s);
@@ -609,7 +739,13 @@ fn run_grammar(src: &Source, vocab: &Arc<Vocabulary>, factory: &llguidance::Pars
         let m0 = llg::compile(factory, &lark).expect("compiled above");
         replay_llg(&m0, vocab, &seqs, &mut run.cold);
         replay_llg(&m0, vocab, &seqs, &mut run.warm);
-        run.agreement = check_agreement(&g, &m0, &seqs, rec.as_ref(), &format!("{} ({})", src.name, mode.name()));
+        run.agreement = check_agreement(
+            &g,
+            &m0,
+            &seqs,
+            rec.as_ref(),
+            &format!("{} ({})", src.name, mode.name()),
+        );
         r.llg.push(run);
     }
     r
@@ -669,29 +805,57 @@ fn civil_date(secs: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + (m <= 2) as i64;
     let rem = secs % 86_400;
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem / 60 % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60
+    )
 }
 
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|x| x.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|x| x.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
-fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Sample, load_start: &str, total_s: f64) -> String {
+fn report(
+    results: &[VocabResult],
+    args: &Args,
+    notes: &[String],
+    overhead: Sample,
+    load_start: &str,
+    total_s: f64,
+) -> String {
     let mut o = String::new();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let modes: Vec<&str> = args.modes.iter().map(|m| m.name()).collect();
     let _ = writeln!(o, "# Benchmarks: Stencil vs llguidance\n");
     let _ = writeln!(o, "Generated by `scripts/bench.sh` (`cargo run --release -p stencil-bench`); do not edit by hand.\n");
     let _ = writeln!(o, "- Date: {}", civil_date(now));
-    let _ = writeln!(o, "- Machine: {cores} cores, {}; load average {load_start} at start, {} at end", cpu_model(), load_average());
+    let _ = writeln!(
+        o,
+        "- Machine: {cores} cores, {}; load average {load_start} at start, {} at end",
+        cpu_model(),
+        load_average()
+    );
     if let Ok(v) = std::env::var("STENCIL_BENCH_RUSTC") {
         let _ = writeln!(o, "- Toolchain: {v}, release profile");
     }
@@ -769,12 +933,20 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
     let _ = writeln!(o);
 
     if let Some(v) = results.first() {
-        let list: Vec<String> = v.grammars.iter().map(|g| format!("`{}` (`{}`)", g.name, g.path)).collect();
+        let list: Vec<String> = v
+            .grammars
+            .iter()
+            .map(|g| format!("`{}` (`{}`)", g.name, g.path))
+            .collect();
         let _ = writeln!(o, "Grammars: {}.\n", list.join(", "));
     }
     let phase_labels = ["cold", "warm"];
     for v in results {
-        let _ = writeln!(o, "## {} ({} tokens, EOS ids {:?})\n", v.name, v.size, v.eos);
+        let _ = writeln!(
+            o,
+            "## {} ({} tokens, EOS ids {:?})\n",
+            v.name, v.size, v.eos
+        );
         let _ = writeln!(
             o,
             "Per-vocabulary setup (CPU): Stencil token trie {} ms; llguidance TokEnv + ParserFactory {} ms.\n",
@@ -786,13 +958,25 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
         let pooled = pool(v, args.modes.len());
         for g in &v.grammars {
             if let Some(e) = &g.error {
-                let _ = writeln!(o, "| {} | – | – | – | – | – | – | – | {} |", g.name, cell(e));
+                let _ = writeln!(
+                    o,
+                    "| {} | – | – | – | – | – | – | – | {} |",
+                    g.name,
+                    cell(e)
+                );
                 continue;
             }
-            let st = [summarize(&g.stencil_cold.samples, true), summarize(&g.stencil_warm.samples, true)];
+            let st = [
+                summarize(&g.stencil_cold.samples, true),
+                summarize(&g.stencil_warm.samples, true),
+            ];
             for (p, steps) in [&g.stencil_cold, &g.stencil_warm].into_iter().enumerate() {
                 let s = st[p];
-                let compile = if p == 0 { ms(p50_compile(&g.stencil_compile)) } else { String::new() };
+                let compile = if p == 0 {
+                    ms(p50_compile(&g.stencil_compile))
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     o,
                     "| {} | Stencil {} | {} | {} | {} | {} | {} |  | {}{} |",
@@ -810,12 +994,21 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
             for (mi, run) in g.llg.iter().enumerate() {
                 let label = format!("llguidance `{}`", args.modes[mi].name());
                 if let Some(e) = &run.error {
-                    let _ = writeln!(o, "| {} | {label} | – | – | – | – | – | – | {} |", g.name, cell(e));
+                    let _ = writeln!(
+                        o,
+                        "| {} | {label} | – | – | – | – | – | – | {} |",
+                        g.name,
+                        cell(e)
+                    );
                     continue;
                 }
                 for (p, steps) in [&run.cold, &run.warm].into_iter().enumerate() {
                     let s = summarize(&steps.samples, true);
-                    let compile = if p == 0 { ms(p50_compile(&run.compile)) } else { String::new() };
+                    let compile = if p == 0 {
+                        ms(p50_compile(&run.compile))
+                    } else {
+                        String::new()
+                    };
                     let _ = writeln!(
                         o,
                         "| {} | {label} {} | {} | {} | {} | {} | {} | {} / {} | {}{} |",
@@ -841,11 +1034,26 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
             } else {
                 let p = (i - 2) % 2;
                 (
-                    format!("llguidance `{}` {}", args.modes[(i - 2) / 2].name(), phase_labels[p]),
-                    format!("{} / {}", ratio(sums[i].p50, sums[p].p50), ratio(sums[i].p99, sums[p].p99)),
+                    format!(
+                        "llguidance `{}` {}",
+                        args.modes[(i - 2) / 2].name(),
+                        phase_labels[p]
+                    ),
+                    format!(
+                        "{} / {}",
+                        ratio(sums[i].p50, sums[p].p50),
+                        ratio(sums[i].p99, sums[p].p99)
+                    ),
                 )
             };
-            let _ = writeln!(o, "| **all** | {label} |  |  | {} | {} | {} | {rat} | {} |", us(sums[i].p50), us(sums[i].p99), us(sums[i].max), sums[i].n);
+            let _ = writeln!(
+                o,
+                "| **all** | {label} |  |  | {} | {} | {} | {rat} | {} |",
+                us(sums[i].p50),
+                us(sums[i].p99),
+                us(sums[i].max),
+                sums[i].n
+            );
         }
         let _ = writeln!(o);
         let walls: Vec<Summary> = pooled.iter().map(|s| summarize(s, false)).collect();
@@ -855,17 +1063,34 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
         ];
         for (mi, m) in args.modes.iter().enumerate() {
             let (c, w) = (walls[2 + 2 * mi], walls[3 + 2 * mi]);
-            wall_parts.push(format!("llguidance `{}` cold {} / {}, warm {} / {}", m.name(), us(c.p50), us(c.p99), us(w.p50), us(w.p99)));
+            wall_parts.push(format!(
+                "llguidance `{}` cold {} / {}, warm {} / {}",
+                m.name(),
+                us(c.p50),
+                us(c.p99),
+                us(w.p50),
+                us(w.p99)
+            ));
         }
-        let _ = writeln!(o, "Wall-clock cross-check, all grammars pooled (p50 / p99 µs): {}.\n", wall_parts.join("; "));
+        let _ = writeln!(
+            o,
+            "Wall-clock cross-check, all grammars pooled (p50 / p99 µs): {}.\n",
+            wall_parts.join("; ")
+        );
 
         // Agreement.
-        let _ = writeln!(o, "Agreement (lockstep over the same sequences; oracle columns count differing steps):\n");
+        let _ = writeln!(
+            o,
+            "Agreement (lockstep over the same sequences; oracle columns count differing steps):\n"
+        );
         let _ = writeln!(
             o,
             "| grammar | llguidance mode | sequences (ended) | tokens | steps compared | masks differ | differ outside EOS | walk tokens llguidance refused | Stencil misses valid | Stencil allows invalid | llguidance misses valid | llguidance allows invalid |"
         );
-        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            o,
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         let mut examples = Vec::new();
         for g in &v.grammars {
             if g.error.is_some() {
@@ -874,11 +1099,21 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
             for (mi, run) in g.llg.iter().enumerate() {
                 let mode = args.modes[mi].name();
                 if run.error.is_some() {
-                    let _ = writeln!(o, "| {} | `{mode}` | {} ({}) | {} | – | – | – | – | – | – | – | – |", g.name, g.seqs, g.ended, g.tokens);
+                    let _ = writeln!(
+                        o,
+                        "| {} | `{mode}` | {} ({}) | {} | – | – | – | – | – | – | – | – |",
+                        g.name, g.seqs, g.ended, g.tokens
+                    );
                     continue;
                 }
                 let a = &run.agreement;
-                let or = |n: usize| if a.oracle { n.to_string() } else { "n/a".into() };
+                let or = |n: usize| {
+                    if a.oracle {
+                        n.to_string()
+                    } else {
+                        "n/a".into()
+                    }
+                };
                 let _ = writeln!(
                     o,
                     "| {} | `{mode}` | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -900,7 +1135,10 @@ fn report(results: &[VocabResult], args: &Args, notes: &[String], overhead: Samp
         }
         let _ = writeln!(o);
         if !examples.is_empty() {
-            let _ = writeln!(o, "First disagreements (per grammar and mode, at most two):\n");
+            let _ = writeln!(
+                o,
+                "First disagreements (per grammar and mode, at most two):\n"
+            );
             for e in examples {
                 let _ = writeln!(o, "- {}", e.replace('|', "\\|"));
             }
@@ -945,7 +1183,10 @@ fn summary_section(o: &mut String, results: &[VocabResult], args: &Args) {
     let _ = writeln!(o, "| vocabulary | llguidance mode | phase | Stencil p50 | llguidance p50 | ratio p50 | Stencil p99 | llguidance p99 | ratio p99 |");
     let _ = writeln!(o, "|---|---|---|---:|---:|---:|---:|---:|---:|");
     for v in results {
-        let sums: Vec<Summary> = pool(v, args.modes.len()).iter().map(|s| summarize(s, true)).collect();
+        let sums: Vec<Summary> = pool(v, args.modes.len())
+            .iter()
+            .map(|s| summarize(s, true))
+            .collect();
         for (mi, m) in args.modes.iter().enumerate() {
             for (p, phase) in ["cold", "warm"].iter().enumerate() {
                 let (st, l) = (sums[p], sums[2 + 2 * mi + p]);
@@ -968,10 +1209,21 @@ fn summary_section(o: &mut String, results: &[VocabResult], args: &Args) {
     // The goal: faster at p50 and p99 on the largest vocabulary, against llguidance as it is
     // normally fed GBNF (the first Lark mode).
     if let (Some(v), Some(m)) = (results.iter().max_by_key(|v| v.size), args.modes.first()) {
-        let sums: Vec<Summary> = pool(v, args.modes.len()).iter().map(|s| summarize(s, true)).collect();
+        let sums: Vec<Summary> = pool(v, args.modes.len())
+            .iter()
+            .map(|s| summarize(s, true))
+            .collect();
         for (p, phase) in ["cold", "warm"].iter().enumerate() {
             let (st, l) = (sums[p], sums[2 + p]);
-            let verdict = |a: u64, b: u64| if a < b { "faster" } else if a == b { "tied" } else { "slower" };
+            let verdict = |a: u64, b: u64| {
+                if a < b {
+                    "faster"
+                } else if a == b {
+                    "tied"
+                } else {
+                    "slower"
+                }
+            };
             let _ = writeln!(
                 o,
                 "- {} ({} tokens), {phase}, against llguidance `{}`: Stencil is **{}** at p50 ({} vs {} µs) and **{}** at p99 ({} vs {} µs).",
@@ -995,7 +1247,11 @@ fn cell(s: &str) -> String {
 }
 
 fn stopped(steps: &Steps) -> String {
-    steps.error.as_ref().map(|e| format!(" (stopped: {})", cell(e))).unwrap_or_default()
+    steps
+        .error
+        .as_ref()
+        .map(|e| format!(" (stopped: {})", cell(e)))
+        .unwrap_or_default()
 }
 
 /// What the tables cannot say by themselves: how llguidance was driven, and why its masks
@@ -1049,7 +1305,14 @@ fn main() {
         };
         results.push(run_vocab(name, vocab, &sources, &args));
     }
-    let md = report(&results, &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
+    let md = report(
+        &results,
+        &args,
+        &notes,
+        overhead,
+        &load_start,
+        t0.elapsed().as_secs_f64(),
+    );
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
