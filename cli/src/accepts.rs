@@ -22,12 +22,13 @@ impl Input {
         match self {
             Input::Text(t) => Ok(t.clone()),
             Input::File(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|source| CliError::Read { what: "text file", path: path.clone(), source })?;
-                String::from_utf8(bytes).map_err(|e| CliError::TextNotUtf8 {
+                let bytes = std::fs::read(path).map_err(|source| CliError::Read {
+                    what: "text file",
                     path: path.clone(),
-                    offset: e.utf8_error().valid_up_to(),
-                })
+                    source,
+                })?;
+                String::from_utf8(bytes)
+                    .map_err(|e| CliError::TextNotUtf8 { path: path.clone(), offset: e.utf8_error().valid_up_to() })
             }
         }
     }
@@ -59,7 +60,7 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<E
                     escape(v.token_bytes(token)),
                 ))?;
                 print_line(&format!("  {shown}\n  {pad}^"))?;
-                print_line(&format!("  accepted so far: {}", escape(&text.as_bytes()[..offset])))?;
+                print_line(&format!("  accepted so far: {}", accepted_tail(&text, offset)))?;
                 print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
                 return Ok(ExitCode::from(1));
             }
@@ -82,6 +83,24 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<E
         print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
     }
     Ok(ExitCode::from(1))
+}
+
+/// The accepted text (its last 80 characters, after `...`, when longer), escaped.
+fn accepted_tail(text: &str, offset: usize) -> String {
+    let accepted = &text.as_bytes()[..offset.min(text.len())];
+    // `offset` can fall inside a character (a token can end inside one): count back 80
+    // character starts on the bytes.
+    let (mut start, mut chars) = (accepted.len(), 0);
+    while start > 0 && chars < 80 {
+        start -= 1;
+        if accepted[start] & 0xC0 != 0x80 {
+            chars += 1;
+        }
+    }
+    match start {
+        0 => escape(accepted),
+        _ => format!("...{}", escape(&accepted[start..])),
+    }
 }
 
 /// Bytes a token adds to the text (control tokens add none).

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::CliError;
+use crate::print_line;
 use crate::source::GrammarSource;
 use crate::vocab::{self, LoadedVocab};
-use crate::print_line;
 
 pub fn run(source: &GrammarSource, vocab_path: Option<&Path>) -> Result<ExitCode, CliError> {
     let loaded = source.load()?;
@@ -23,7 +23,11 @@ pub fn run(source: &GrammarSource, vocab_path: Option<&Path>) -> Result<ExitCode
     let (compiled, compile_time) = source.compile(&loaded.grammar, vocab.clone(), vocab_path)?;
     let stats = compiled.stats();
     print_line(&format!("grammar {}: ok", source.path().display()))?;
-    print_line(&format!("  rules:            {} written, {} after compiling", loaded.grammar.rules.len(), stats.rules))?;
+    print_line(&format!(
+        "  rules:            {} written, {} after compiling",
+        loaded.grammar.rules.len(),
+        stats.rules
+    ))?;
     print_line(&format!("  automaton states: {}", stats.states))?;
     print_line(&format!("  byte classes:     {}", stats.byte_classes))?;
     if stats.token_terminals > 0 {
@@ -42,7 +46,9 @@ pub fn run(source: &GrammarSource, vocab_path: Option<&Path>) -> Result<ExitCode
                 ms(t)
             ))?;
         }
-        _ => print_line("  vocabulary:       built-in (256 single bytes + EOS); pass --vocab to check against a real one")?,
+        _ => print_line(
+            "  vocabulary:       built-in (256 single bytes + EOS); pass --vocab to check against a real one",
+        )?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,10 +14,10 @@ pub enum CliError {
     Read { what: &'static str, path: PathBuf, source: std::io::Error },
 
     #[error("invalid grammar {}: {source}", .path.display())]
-    Grammar { path: PathBuf, source: GbnfError },
+    Grammar { path: PathBuf, source: Box<GbnfError> },
 
     #[error("grammar {} cannot be compiled{}: {source}", .path.display(), vocab_note(.vocab))]
-    Compile { path: PathBuf, vocab: Option<PathBuf>, source: CompileError },
+    Compile { path: PathBuf, vocab: Option<PathBuf>, source: Box<CompileError> },
 
     #[error("cannot read vocabulary {}: {source}", .path.display())]
     Gguf { path: PathBuf, source: GgufError },
@@ -45,7 +45,8 @@ pub enum CliError {
     Match(MatchError),
 
     #[error("{0}")]
-    DeadEnd(String),
+    /// A sampling walk found the masks wrong (a dead end, or a token the matcher refuses).
+    EngineBug(String),
 
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
@@ -66,7 +67,7 @@ impl CliError {
     /// The process exit status for this error (see the crate docs).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Match(_) | CliError::DeadEnd(_) => 3,
+            CliError::Match(_) | CliError::EngineBug(_) => 3,
             CliError::BrokenPipe => 0,
             _ => 2,
         }

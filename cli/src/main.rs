@@ -47,19 +47,32 @@ enum Command {
     /// Without --vocab the grammar is compiled against a tiny built-in vocabulary (the 256
     /// single bytes plus an end-of-sequence token), which still finds the errors that only
     /// show when compiling (limits, a grammar that matches nothing).
+    #[command(after_help = "Example:\n  stencil check -g fixtures/gbnf/c.gbnf --vocab fixtures/vocab/gemma3-270m.tok.gguf.gz")]
     Check(CheckArgs),
     /// Tell whether a grammar accepts a text, tokenized by the vocabulary's own tokenizer.
     ///
     /// The tokens are fed to the matcher one by one. Prints "accepted (N tokens)" and exits
     /// 0 when every token is allowed and the grammar can end after the last one; otherwise
     /// names the refused token and where it is in the text, and exits 1.
+    #[command(after_help = "Example:\n  stencil accepts -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --text '{\"a\": 1}'")]
     Accepts(AcceptsArgs),
     /// Generate strings of a grammar by a model-free random walk through its token masks.
     ///
-    /// Each complete sample is printed on its own line as a JSON string. Samples that do
-    /// not finish within --max-tokens are reported on stderr and not printed. The walk is
-    /// a soundness probe of the masks: a state where no token is allowed although the
-    /// grammar cannot end is reported loudly and exits 3.
+    /// At each step the walk picks an allowed token at random (preferring short tokens and
+    /// the tokens the grammar forces, and EOS more and more often as it goes on); after a
+    /// random number of steps, at most half of --max-tokens, it searches for a short way
+    /// to a place where the grammar can end and follows it, so that nearly every sample
+    /// finishes within the budget.
+    ///
+    /// Each complete sample is printed on its own line as a JSON string (text that is not
+    /// valid UTF-8, which a grammar naming arbitrary tokens can produce, is printed lossily
+    /// and counted). Samples that do not finish within --max-tokens are reported on stderr
+    /// and not printed; a summary line goes to stderr at the end.
+    ///
+    /// The walk is a soundness probe of the masks: a state where no token is allowed
+    /// although the grammar cannot end, or a token of the mask that the matcher refuses,
+    /// is reported loudly and exits 3.
+    #[command(after_help = "Example:\n  stencil sample -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --random -n 5 -s 7")]
     Sample(SampleArgs),
 }
 
@@ -102,7 +115,7 @@ struct AcceptsArgs {
     #[arg(long, short = 'v', value_name = "FILE")]
     vocab: PathBuf,
     /// The text to test, given on the command line.
-    #[arg(long, short = 't', value_name = "TEXT", conflicts_with = "file")]
+    #[arg(long, short = 't', value_name = "TEXT", conflicts_with = "file", allow_hyphen_values = true)]
     text: Option<String>,
     /// The text to test, read from a file (all of it, as UTF-8; no newline is stripped).
     #[arg(long, short = 'f', value_name = "FILE")]

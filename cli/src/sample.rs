@@ -6,15 +6,19 @@
 //! or a random allowed token of any length (30%). After a random number of steps (up to
 //! half the budget) it heads for the end: a breadth-first search over single-byte tokens
 //! (and the grammar's special tokens) finds a shortest way to a state where the grammar
-//! can end, which the walk follows before it picks EOS. The search tells states apart by
-//! their next-token mask, and tries every allowed punctuation, space or control byte but
-//! only a few letters, digits and non-ASCII bytes at each state, which keeps it small.
+//! can end, which the walk follows before it picks EOS. The matcher does not expose its
+//! state, so the search tells states apart by their next-token mask and depth, keeping two
+//! states per such key (equal masks can hide different stacks of open rules: `(a` and
+//! `((a`), and it tries every allowed punctuation, space or control byte but only a few
+//! letters, digits and non-ASCII bytes (shuffled) at each state, which keeps it small.
+//! When it gives up (a budget of token evaluations), the walk wanders one more step and
+//! searches again.
 //!
 //! Every state the walk or the search reaches is a real matcher state reached through
 //! allowed tokens, so a state with no allowed token where the grammar cannot end is an
-//! engine bug, reported as [`CliError::DeadEnd`] (exit 3).
+//! engine bug, reported as [`CliError::EngineBug`] (exit 3).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -36,6 +40,9 @@ pub struct Options {
 
 /// Token evaluations (accept + mask) one search may spend before it gives up.
 const SEARCH_BUDGET: usize = 6_000;
+/// States a search keeps per (mask, depth): more than one, since
+/// equal masks do not make equal states (the stack of open rules can differ).
+const COPIES_PER_KEY: usize = 2;
 
 pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<ExitCode, CliError> {
     let loaded = source.load()?;
@@ -64,16 +71,16 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
             }
             Err(failure) => {
                 return Err(match failure {
-                    Failure::DeadEnd { tokens, text } => CliError::DeadEnd(format!(
-                        "DEAD END in sample {} of {}: after {} tokens no token is allowed, yet the \
+                    Failure::DeadEnd { tokens, text } => CliError::EngineBug(format!(
+                        "DEAD END in sample {} (grammar {}): after {} tokens no token is allowed, yet the \
                          grammar cannot end (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
                         tokens.len(),
                         escape(&text)
                     )),
-                    Failure::Disagree { token, tokens, text } => CliError::DeadEnd(format!(
-                        "MASK/MATCHER DISAGREEMENT in sample {} of {}: token {token} ({}) was allowed by the \
+                    Failure::Disagree { token, tokens, text } => CliError::EngineBug(format!(
+                        "MASK/MATCHER DISAGREEMENT in sample {} (grammar {}): token {token} ({}) was allowed by the \
                          mask but the matcher refused it (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
@@ -101,9 +108,16 @@ enum Walk {
 
 enum Failure {
     /// No token allowed and the grammar cannot end.
-    DeadEnd { tokens: Vec<u32>, text: Vec<u8> },
+    DeadEnd {
+        tokens: Vec<u32>,
+        text: Vec<u8>,
+    },
     /// A token of the mask that the matcher refused.
-    Disagree { token: u32, tokens: Vec<u32>, text: Vec<u8> },
+    Disagree {
+        token: u32,
+        tokens: Vec<u32>,
+        text: Vec<u8>,
+    },
     Match(stencil_mask::MatchError),
 }
 
@@ -111,7 +125,7 @@ struct Walker {
     vocab: Arc<Vocabulary>,
     /// Per byte value, a text token that is exactly that byte (a normal one preferred).
     byte_token: Vec<Option<u32>>,
-    /// Tokens that are neither text nor EOS (control tokens a grammar can name).
+    /// Tokens that are not text (control tokens, EOS included, that a grammar can name).
     special: Vec<u32>,
     mask: Vec<u32>,
 }
@@ -126,14 +140,16 @@ impl Walker {
                     let slot = &mut byte_token[*b as usize];
                     let better = match *slot {
                         None => true,
-                        Some(old) => vocab.kind(old) != stencil_mask::TokenKind::Normal
-                            && vocab.kind(id) == stencil_mask::TokenKind::Normal,
+                        Some(old) => {
+                            vocab.kind(old) != stencil_mask::TokenKind::Normal
+                                && vocab.kind(id) == stencil_mask::TokenKind::Normal
+                        }
                     };
                     if better {
                         *slot = Some(id);
                     }
                 }
-            } else if !vocab.is_eos(id) {
+            } else if vocab.kind(id) != stencil_mask::TokenKind::Unused {
                 special.push(id);
             }
         }
@@ -141,9 +157,10 @@ impl Walker {
         Walker { vocab, byte_token, special, mask }
     }
 
-    /// The text of the tokens accepted (EOS excluded).
+    /// The text of the tokens accepted (a control token the grammar names gives its text;
+    /// the final EOS is never among them).
     fn text(&self, tokens: &[u32]) -> Vec<u8> {
-        tokens.iter().filter(|&&t| !self.vocab.is_eos(t)).flat_map(|&t| self.vocab.token_bytes(t).iter().copied()).collect()
+        tokens.iter().flat_map(|&t| self.vocab.token_bytes(t).iter().copied()).collect()
     }
 
     /// Fills `self.mask` for the matcher's state; a dead end is a failure.
@@ -192,9 +209,6 @@ impl Walker {
                     match self.search(&mut m, &tokens, depth, rng)? {
                         Some(path) => plan.extend(path),
                         None => {
-                            if std::env::var_os("STENCIL_DEBUG_SEARCH").is_some() {
-                                eprintln!("search gave up after {step} tokens: {}", escape(&self.text(&tokens)));
-                            }
                             // The search used the mask buffer: refill it for this state.
                             self.fill(&mut m, &tokens)?;
                         }
@@ -205,7 +219,7 @@ impl Walker {
                     None => self.wander(&mut m, n, rng),
                 }
             };
-            if self.vocab.is_eos(token) {
+            if can_end && self.vocab.is_eos(token) {
                 return Ok(Walk::Complete(self.text(&tokens)));
             }
             self.accept(&mut m, token, &tokens)?;
@@ -257,9 +271,12 @@ impl Walker {
             }
         }
         out.extend(self.special.iter().copied().filter(|&t| bitmask::get(&self.mask, t)).take(8));
+        for i in (1..out.len()).rev() {
+            out.swap(i, rng.below(i + 1));
+        }
         if out.is_empty() {
             // No single-byte token fits: the shortest allowed tokens.
-            let mut all: Vec<u32> = bitmask::allowed(&self.mask).filter(|&t| !self.vocab.is_eos(t)).collect();
+            let mut all: Vec<u32> = bitmask::allowed(&self.mask).collect();
             all.sort_by_key(|&t| (self.vocab.token_bytes(t).len(), t));
             all.truncate(8);
             out = all;
@@ -271,7 +288,13 @@ impl Walker {
     /// one where the grammar can end, of at most `max_depth` tokens; `None` when the search
     /// runs out of budget. `tokens` are those accepted so far (for failure reports). The
     /// matcher is back in its state on return.
-    fn search(&mut self, m: &mut Matcher, tokens: &[u32], max_depth: usize, rng: &mut Rng) -> Result<Option<Vec<u32>>, Failure> {
+    fn search(
+        &mut self,
+        m: &mut Matcher,
+        tokens: &[u32],
+        max_depth: usize,
+        rng: &mut Rng,
+    ) -> Result<Option<Vec<u32>>, Failure> {
         let base = m.tokens_accepted();
         let mut path_buf = tokens.to_vec();
         let result = self.search_inner(m, &mut path_buf, max_depth, rng);
@@ -280,7 +303,13 @@ impl Walker {
         result
     }
 
-    fn search_inner(&mut self, m: &mut Matcher, path_buf: &mut Vec<u32>, max_depth: usize, rng: &mut Rng) -> Result<Option<Vec<u32>>, Failure> {
+    fn search_inner(
+        &mut self,
+        m: &mut Matcher,
+        path_buf: &mut Vec<u32>,
+        max_depth: usize,
+        rng: &mut Rng,
+    ) -> Result<Option<Vec<u32>>, Failure> {
         struct Node {
             parent: usize,
             token: u32,
@@ -290,8 +319,8 @@ impl Walker {
         let base = m.tokens_accepted();
         let prefix_len = path_buf.len();
         self.fill(m, path_buf)?;
-        let mut seen = HashSet::new();
-        seen.insert((hash(&self.mask), 0));
+        let mut seen: HashMap<(u64, usize), usize> = HashMap::new();
+        seen.insert((hash(&self.mask), 0), 1);
         let mut nodes = vec![Node { parent: usize::MAX, token: 0, depth: 0, candidates: self.candidates(rng) }];
         let mut queue = VecDeque::from([0usize]);
         let mut evals = 0;
@@ -316,16 +345,9 @@ impl Walker {
                 path_buf.push(t);
             }
             let candidates = std::mem::take(&mut nodes[x].candidates);
-            if std::env::var_os("STENCIL_DEBUG_SEARCH2").is_some() {
-                let c: Vec<String> = candidates.iter().map(|&t| escape(self.vocab.token_bytes(t))).collect();
-                eprintln!("expand {} {:?}", escape(&self.text(&path)), c);
-            }
             for t in candidates {
                 evals += 1;
                 if evals > SEARCH_BUDGET {
-                    if std::env::var_os("STENCIL_DEBUG_SEARCH").is_some() {
-                        eprintln!("nodes {} depth {} queue {}", nodes.len(), nodes[x].depth, queue.len());
-                    }
                     return Ok(None);
                 }
                 self.accept(m, t, path_buf)?;
@@ -339,7 +361,9 @@ impl Walker {
                 path_buf.pop();
                 filled?;
                 let depth = nodes[x].depth + 1;
-                if seen.insert((hash(&self.mask), depth)) {
+                let copies = seen.entry((hash(&self.mask), depth)).or_insert(0);
+                if *copies < COPIES_PER_KEY {
+                    *copies += 1;
                     let candidates = self.candidates(rng);
                     nodes.push(Node { parent: x, token: t, depth, candidates });
                     queue.push_back(nodes.len() - 1);

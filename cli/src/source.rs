@@ -34,11 +34,14 @@ impl GrammarSource {
     pub fn load(&self) -> Result<LoadedGrammar, CliError> {
         match self {
             GrammarSource::Gbnf(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|source| CliError::Read { what: "grammar", path: path.clone(), source })?;
+                let bytes = std::fs::read(path).map_err(|source| CliError::Read {
+                    what: "grammar",
+                    path: path.clone(),
+                    source,
+                })?;
                 let start = Instant::now();
                 let grammar = stencil_grammar::parse_gbnf_bytes(&bytes)
-                    .map_err(|source| CliError::Grammar { path: path.clone(), source })?;
+                    .map_err(|source| CliError::Grammar { path: path.clone(), source: Box::new(source) })?;
                 Ok(LoadedGrammar { grammar, parse_time: start.elapsed() })
             }
         }
@@ -55,7 +58,7 @@ impl GrammarSource {
         let compiled = CompiledGrammar::new(grammar, vocab).map_err(|source| CliError::Compile {
             path: self.path().to_path_buf(),
             vocab: vocab_path.map(Path::to_path_buf),
-            source,
+            source: Box::new(source),
         })?;
         Ok((compiled, start.elapsed()))
     }

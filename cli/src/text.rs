@@ -43,13 +43,37 @@ pub fn locate(text: &[u8], offset: usize) -> (usize, usize, String, String) {
         let c = if c.is_control() && c != '\t' { '\u{FFFD}' } else { c };
         shown.push(c);
         if start + i < col {
-            pad.push(if c == '\t' { '\t' } else { ' ' });
+            match c {
+                '\t' => pad.push('\t'),
+                c if is_wide(c) => pad.push_str("  "),
+                _ => pad.push(' '),
+            }
         }
     }
     if end < chars.len() {
         shown.push_str("...");
     }
     (line_no, col + 1, shown, pad)
+}
+
+/// Characters most terminals show two columns wide (East Asian wide and fullwidth
+/// characters, emoji), roughly.
+fn is_wide(c: char) -> bool {
+    matches!(c as u32,
+        0x1100..=0x115F
+        | 0x2E80..=0x303E
+        | 0x3041..=0x33FF
+        | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF
+        | 0xA000..=0xA4CF
+        | 0xAC00..=0xD7A3
+        | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F
+        | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6
+        | 0x1F300..=0x1F64F
+        | 0x1F900..=0x1F9FF
+        | 0x20000..=0x3FFFD)
 }
 
 #[cfg(test)]
@@ -69,5 +93,7 @@ mod tests {
         assert_eq!((l, c, shown.as_str(), pad.as_str()), (2, 3, "\tcd", "\t "));
         let (l, c, _, pad) = locate(b"{\"a\":}", 5);
         assert_eq!((l, c, pad.len()), (1, 6, 5));
+        let (_, c, _, pad) = locate("ひらabc".as_bytes(), 6);
+        assert_eq!((c, pad.as_str()), (3, "    "));
     }
 }

@@ -1,0 +1,377 @@
+//! End-to-end tests of the `stencil` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use stencil_grammar::reference::Recognizer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_stencil");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+fn smollm2() -> PathBuf {
+    fixtures().join("vocab/smollm2-135m.tok.gguf.gz")
+}
+
+fn gemma3() -> PathBuf {
+    fixtures().join("vocab/gemma3-270m.tok.gguf.gz")
+}
+
+fn grammar(name: &str) -> PathBuf {
+    fixtures().join("gbnf").join(name)
+}
+
+/// Every `fixtures/gbnf/*.gbnf`, sorted.
+fn corpus() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures().join("gbnf"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gbnf"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 8, "corpus grammars missing: {v:?}");
+    v
+}
+
+/// A scratch file for this test (under Cargo's per-target temp dir).
+fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stencil-cli-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn run<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(BIN).args(args).output().expect("the stencil binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally")
+}
+
+// ---------------------------------------------------------------------------------- check
+
+#[test]
+fn check_accepts_every_corpus_grammar() {
+    for g in corpus() {
+        let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+        assert_eq!(code(&o), 0, "{}: {}{}", g.display(), stdout(&o), stderr(&o));
+        let out = stdout(&o);
+        for field in ["rules:", "automaton states:", "byte classes:", "parse time:", "compile time:"] {
+            assert!(out.contains(field), "{}: no {field} in\n{out}", g.display());
+        }
+    }
+}
+
+#[test]
+fn check_with_each_vocabulary_reports_its_size() {
+    for (vocab, size) in [(smollm2(), "49152 tokens"), (gemma3(), "262144 tokens")] {
+        let o = run([Path::new("check"), Path::new("--grammar"), &grammar("json.gbnf"), Path::new("--vocab"), &vocab]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        assert!(stdout(&o).contains(size), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn check_reads_a_tokenizer_json() {
+    let vocab = fixtures().join("vocab/tiny-bytelevel.tokenizer.json");
+    let o = run([Path::new("check"), Path::new("-g"), &grammar("list.gbnf"), Path::new("-v"), &vocab]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("vocabulary:"), "{}", stdout(&o));
+}
+
+#[test]
+fn check_locates_a_syntax_error_with_a_caret() {
+    let g = scratch("bad.gbnf", b"root ::= \"a\" |\n  \"b\" [z-a]\n");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert!(err.contains("line 2, column 7"), "{err}");
+    assert!(err.contains("bad.gbnf"), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let at = lines.iter().position(|l| l.contains("\"b\" [z-a]")).expect("the line is shown");
+    let caret = lines[at + 1];
+    assert_eq!(caret.find('^'), lines[at].find('['), "caret under the class:\n{err}");
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn check_reports_an_undefined_rule() {
+    let g = scratch("undefined.gbnf", b"root ::= item+\n");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("undefined rule `item`"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_reports_compile_errors_without_a_vocabulary() {
+    // Parses, but matches nothing: only compiling finds it.
+    let g = scratch("empty-language.gbnf", b"root ::= a\na ::= \"x\" a\n");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("matches no string"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_compiles_token_terminals_without_a_vocabulary() {
+    let g = scratch("tokens.gbnf", b"root ::= <think> \"x\" <[300]> !<think>\n");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn check_reports_a_missing_file() {
+    let g = fixtures().join("gbnf/no-such-grammar.gbnf");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 2);
+    let err = stderr(&o);
+    assert!(err.contains("cannot read grammar") && err.contains("no-such-grammar.gbnf"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn check_reports_invalid_utf8_in_a_grammar() {
+    let g = scratch("latin1.gbnf", b"root ::= \"caf\xE9\"\n");
+    let o = run([Path::new("check"), Path::new("--grammar"), &g]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("invalid UTF-8 at line 1"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_vocabulary_files_are_errors_not_panics() {
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("garbage.bin", b"\x00\x01garbage", "not a vocabulary file"),
+        ("truncated.gguf", b"GGUF\x03\x00\x00\x00\x01", "cannot read vocabulary"),
+        ("broken.json", b"{\"model\": ", "cannot read vocabulary"),
+        ("notgzip.gguf.gz", b"\x1f\x8bnot really gzip", "cannot read vocabulary"),
+    ];
+    for (name, bytes, message) in cases {
+        let v = scratch(name, bytes);
+        let o = run([Path::new("check"), Path::new("-g"), &grammar("json.gbnf"), Path::new("--vocab"), &v]);
+        assert_eq!(code(&o), 2, "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{name}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{name}: {}", stderr(&o));
+    }
+    let missing = fixtures().join("vocab/missing.gguf");
+    let o = run([Path::new("check"), Path::new("-g"), &grammar("json.gbnf"), Path::new("--vocab"), &missing]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("cannot read vocabulary"), "{}", stderr(&o));
+}
+
+// -------------------------------------------------------------------------------- accepts
+
+fn accepts(vocab: &Path, text: &str) -> Output {
+    let g = grammar("json.gbnf");
+    let args: [&std::ffi::OsStr; 7] = [
+        "accepts".as_ref(),
+        "--grammar".as_ref(),
+        g.as_os_str(),
+        "--vocab".as_ref(),
+        vocab.as_os_str(),
+        "--text".as_ref(),
+        text.as_ref(),
+    ];
+    run(args)
+}
+
+#[test]
+fn accepts_a_valid_json_object() {
+    for vocab in [smollm2(), gemma3()] {
+        let o = accepts(&vocab, r#"{"name": "Ada", "tags": [1, -2.5e3, true, null], "nested": {"k": "v\n"}}"#);
+        assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).starts_with("accepted ("), "{}", stdout(&o));
+        assert!(stdout(&o).contains("tokens)"), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn rejects_a_missing_value_naming_the_token_and_offset() {
+    for vocab in [smollm2(), gemma3()] {
+        let o = accepts(&vocab, r#"{"a":}"#);
+        assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+        let out = stdout(&o);
+        assert!(out.starts_with("rejected: token 3 of 4"), "{out}");
+        assert!(out.contains(r#"("}")"#) || out.contains(r#", "}")"#), "the token text is shown: {out}");
+        assert!(out.contains("fails at byte 5"), "{out}");
+        // The caret is under the `}`.
+        let lines: Vec<&str> = out.lines().collect();
+        let at = lines.iter().position(|l| l.trim() == r#"{"a":}"#).expect("the text is shown");
+        assert_eq!(lines[at + 1].find('^'), lines[at].find('}'), "{out}");
+    }
+}
+
+#[test]
+fn says_when_the_text_is_incomplete() {
+    let o = accepts(&smollm2(), r#"{"a": 1"#);
+    assert_eq!(code(&o), 1);
+    assert!(stdout(&o).contains("text is incomplete: the grammar cannot end here"), "{}", stdout(&o));
+}
+
+#[test]
+fn accepts_reads_the_text_from_a_file() {
+    let text = scratch("list.txt", b"- first item\n- second item\n");
+    let o = run([
+        Path::new("accepts"),
+        Path::new("-g"),
+        &grammar("list.gbnf"),
+        Path::new("-v"),
+        &gemma3(),
+        Path::new("--file"),
+        &text,
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let bad = scratch("bad-utf8.txt", b"- caf\xE9\n");
+    let o = run([
+        Path::new("accepts"),
+        Path::new("-g"),
+        &grammar("list.gbnf"),
+        Path::new("-v"),
+        &gemma3(),
+        Path::new("-f"),
+        &bad,
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("not valid UTF-8"), "{}", stderr(&o));
+}
+
+#[test]
+fn accepts_a_text_that_starts_with_a_hyphen() {
+    let (g, v) = (grammar("list.gbnf"), smollm2());
+    let args: [&std::ffi::OsStr; 7] = [
+        "accepts".as_ref(),
+        "-g".as_ref(),
+        g.as_os_str(),
+        "-v".as_ref(),
+        v.as_os_str(),
+        "--text".as_ref(),
+        "- milk\n- eggs\n".as_ref(),
+    ];
+    let o = run(args);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+}
+
+#[test]
+fn accepts_needs_a_text() {
+    let o = run([Path::new("accepts"), Path::new("-g"), &grammar("json.gbnf"), Path::new("-v"), &smollm2()]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("--text"), "{}", stderr(&o));
+}
+
+// --------------------------------------------------------------------------------- sample
+
+/// Runs `sample --random` and returns the printed samples (decoded from their JSON lines)
+/// and stderr.
+fn sample(g: &Path, vocab: &Path, count: usize, seed: u64, extra: &[&str]) -> (Output, Vec<String>) {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "sample".into(),
+        "--grammar".into(),
+        g.into(),
+        "--vocab".into(),
+        vocab.into(),
+        "--random".into(),
+        "--count".into(),
+        count.to_string().into(),
+        "--seed".into(),
+        seed.to_string().into(),
+    ];
+    args.extend(extra.iter().map(Into::into));
+    let o = run(&args);
+    let samples = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("not a JSON string: {l:?}: {e}")))
+        .collect();
+    (o, samples)
+}
+
+/// The soundness probe: every sample of every corpus grammar is in the grammar's language
+/// by the independent reference recognizer, no walk dead-ends, and at least 90% finish.
+fn probe(vocab: &Path, seed: u64) {
+    const N: usize = 40;
+    let mut report = Vec::new();
+    for g in corpus() {
+        let source = std::fs::read_to_string(&g).unwrap();
+        let grammar = stencil_grammar::parse_gbnf(&source).unwrap();
+        let recognizer = Recognizer::new(&grammar).unwrap();
+        let (o, samples) = sample(&g, vocab, N, seed, &[]);
+        let name = g.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(code(&o), 0, "{name} with {}: {}", vocab.display(), stderr(&o));
+        for s in &samples {
+            assert!(recognizer.matches(s.as_bytes()), "{name}: sample not in the language: {s:?}");
+        }
+        assert!(!stderr(&o).contains("not valid UTF-8"), "{name}: {}", stderr(&o));
+        assert!(samples.len() * 10 >= N * 9, "{name}: only {} of {N} samples finished:\n{}", samples.len(), stderr(&o));
+        report.push(format!("{name}: {}/{N}", samples.len()));
+    }
+    eprintln!("{}: {}", vocab.display(), report.join(", "));
+}
+
+#[test]
+fn random_samples_are_in_the_language_smollm2() {
+    probe(&smollm2(), 1);
+}
+
+#[test]
+fn random_samples_are_in_the_language_gemma3() {
+    probe(&gemma3(), 2);
+}
+
+#[test]
+fn sampling_is_deterministic_in_the_seed() {
+    let g = grammar("json.gbnf");
+    let (_, a) = sample(&g, &smollm2(), 5, 42, &[]);
+    let (_, b) = sample(&g, &smollm2(), 5, 42, &[]);
+    let (_, c) = sample(&g, &smollm2(), 5, 43, &[]);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn unfinished_samples_go_to_stderr_only() {
+    // A chess game needs more than 3 tokens.
+    let (o, samples) = sample(&grammar("chess.gbnf"), &smollm2(), 3, 0, &["--max-tokens", "3"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(samples.is_empty(), "{samples:?}");
+    let err = stderr(&o);
+    assert!(err.contains("sample 1: incomplete after 3 tokens"), "{err}");
+    assert!(err.contains("sample 3: incomplete after 3 tokens"), "{err}");
+    assert!(err.contains("0 of 3 samples complete"), "{err}");
+}
+
+#[test]
+fn sample_requires_random() {
+    let o = run([Path::new("sample"), Path::new("-g"), &grammar("json.gbnf"), Path::new("-v"), &smollm2()]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("--random"), "{}", stderr(&o));
+}
+
+// ----------------------------------------------------------------------------------- help
+
+#[test]
+fn help_explains_the_commands_and_flags() {
+    let o = run(["--help"]);
+    assert_eq!(code(&o), 0);
+    let out = stdout(&o);
+    for word in ["check", "accepts", "sample", "Exit status"] {
+        assert!(out.contains(word), "{out}");
+    }
+    let o = run(["sample", "--help"]);
+    let out = stdout(&o);
+    for flag in ["--grammar", "--vocab", "--random", "--count", "--seed", "--max-tokens"] {
+        assert!(out.contains(flag), "{flag} missing in\n{out}");
+    }
+}
