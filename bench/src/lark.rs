@@ -100,13 +100,7 @@ fn rule_names(g: &Grammar, terminal: &[bool]) -> Vec<String> {
             let mut s: String = r
                 .name
                 .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c.to_ascii_lowercase()
-                    } else {
-                        '_'
-                    }
-                })
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '_' })
                 .collect();
             if !s.starts_with(|c: char| c.is_ascii_lowercase()) {
                 s = format!("r-{s}");
@@ -142,8 +136,7 @@ fn expr(e: &Expr, names: &[String], top: bool) -> Result<String, String> {
     Ok(match e {
         Expr::Empty => "\"\"".to_string(),
         Expr::Literal(b) => {
-            let s = std::str::from_utf8(b)
-                .map_err(|_| format!("literal {b:?} is not UTF-8; Lark strings are text"))?;
+            let s = std::str::from_utf8(b).map_err(|_| format!("literal {b:?} is not UTF-8; Lark strings are text"))?;
             json_string(s)
         }
         Expr::Class(c) => {
@@ -160,9 +153,7 @@ fn expr(e: &Expr, names: &[String], top: bool) -> Result<String, String> {
             (TokenName::Id(id), false) => format!("<[{id}]>"),
             (TokenName::Id(id), true) => format!("<[^{id}]>"),
             (TokenName::Text(s), false) => format!("<{s}>"),
-            (TokenName::Text(s), true) => {
-                return Err(format!("negated token by text !<{s}> has no Lark form"))
-            }
+            (TokenName::Text(s), true) => return Err(format!("negated token by text !<{s}> has no Lark form")),
         },
         Expr::Seq(v) => {
             if v.is_empty() {
@@ -171,13 +162,7 @@ fn expr(e: &Expr, names: &[String], top: bool) -> Result<String, String> {
                 let parts: Result<Vec<String>, String> = v
                     .iter()
                     .map(|x| {
-                        expr(x, names, false).map(|s| {
-                            if matches!(x, Expr::Alt(_)) {
-                                format!("({s})")
-                            } else {
-                                s
-                            }
-                        })
+                        expr(x, names, false).map(|s| if matches!(x, Expr::Alt(_)) { format!("({s})") } else { s })
                     })
                     .collect();
                 parts?.join(" ")
@@ -187,8 +172,7 @@ fn expr(e: &Expr, names: &[String], top: bool) -> Result<String, String> {
             if v.is_empty() {
                 return Err("empty alternation".into());
             }
-            let parts: Result<Vec<String>, String> =
-                v.iter().map(|x| expr(x, names, false)).collect();
+            let parts: Result<Vec<String>, String> = v.iter().map(|x| expr(x, names, false)).collect();
             let s = parts?.join(" | ");
             if top {
                 s
@@ -196,17 +180,9 @@ fn expr(e: &Expr, names: &[String], top: bool) -> Result<String, String> {
                 format!("({s})")
             }
         }
-        Expr::Repeat {
-            expr: inner,
-            min,
-            max,
-        } => {
+        Expr::Repeat { expr: inner, min, max } => {
             let s = expr(inner, names, false)?;
-            let s = if is_atom(inner) || matches!(**inner, Expr::Alt(_)) {
-                s
-            } else {
-                format!("({s})")
-            };
+            let s = if is_atom(inner) || matches!(**inner, Expr::Alt(_)) { s } else { format!("({s})") };
             let suffix = match (*min, *max) {
                 (0, None) => "*".to_string(),
                 (1, None) => "+".to_string(),
@@ -231,9 +207,7 @@ fn json_string(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7F => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7F => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -273,9 +247,6 @@ mod tests {
 
     #[test]
     fn escapes_strings() {
-        assert_eq!(
-            json_string("a\"\\\u{7f}\u{1}é"),
-            "\"a\\\"\\\\\\u007f\\u0001é\""
-        );
+        assert_eq!(json_string("a\"\\\u{7f}\u{1}é"), "\"a\\\"\\\\\\u007f\\u0001é\"");
     }
 }

@@ -63,41 +63,17 @@ fn parse_args() -> Args {
         dump_lark: None,
     };
     let mut it = std::env::args().skip(1);
-    let list = |s: String| {
-        s.split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect::<Vec<_>>()
-    };
+    let list = |s: String| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
     while let Some(flag) = it.next() {
-        let mut val = || {
-            it.next()
-                .unwrap_or_else(|| die(&format!("{flag} needs a value\n{USAGE}")))
-        };
+        let mut val = || it.next().unwrap_or_else(|| die(&format!("{flag} needs a value\n{USAGE}")));
         match flag.as_str() {
             "--out" => a.out = Some(val().into()),
             "--vocab" => a.vocabs = list(val()),
             "--grammars" => a.grammars = Some(list(val())),
-            "--seqs" => {
-                a.seqs = val()
-                    .parse()
-                    .unwrap_or_else(|_| die("--seqs: not a number"))
-            }
-            "--max-tokens" => {
-                a.max_tokens = val()
-                    .parse()
-                    .unwrap_or_else(|_| die("--max-tokens: not a number"))
-            }
-            "--compile-reps" => {
-                a.compile_reps = val()
-                    .parse()
-                    .unwrap_or_else(|_| die("--compile-reps: not a number"))
-            }
-            "--seed" => {
-                a.seed = val()
-                    .parse()
-                    .unwrap_or_else(|_| die("--seed: not a number"))
-            }
+            "--seqs" => a.seqs = val().parse().unwrap_or_else(|_| die("--seqs: not a number")),
+            "--max-tokens" => a.max_tokens = val().parse().unwrap_or_else(|_| die("--max-tokens: not a number")),
+            "--compile-reps" => a.compile_reps = val().parse().unwrap_or_else(|_| die("--compile-reps: not a number")),
+            "--seed" => a.seed = val().parse().unwrap_or_else(|_| die("--seed: not a number")),
             "--lark-modes" => {
                 a.modes = list(val())
                     .iter()
@@ -150,8 +126,7 @@ fn grammar_sources(notes: &mut Vec<String>) -> Vec<Source> {
             .collect();
         files.sort();
         for p in files {
-            let text = std::fs::read_to_string(&p)
-                .unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
+            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
             let file = p.file_name().unwrap().to_string_lossy().to_string();
             let rel = format!("{dir}/{file}");
             if let Some(same) = out.iter().find(|s| s.text == text) {
@@ -162,11 +137,7 @@ fn grammar_sources(notes: &mut Vec<String>) -> Vec<Source> {
                 continue;
             }
             let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-            out.push(Source {
-                name: format!("{prefix}{stem}"),
-                path: rel,
-                text,
-            });
+            out.push(Source { name: format!("{prefix}{stem}"), path: rel, text });
         }
     }
     out
@@ -192,9 +163,7 @@ impl Rng {
 }
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Seeded random walks over Stencil's masks. Each step picks an allowed non-EOS token
@@ -217,15 +186,11 @@ fn random_walks(
         let mut m = Matcher::new(g.clone());
         let mut seq = Vec::new();
         while seq.len() < max_len {
-            m.fill_mask(&mut mask)
-                .map_err(|e| format!("walk {k}, step {}: {e}", seq.len()))?;
-            let allowed: Vec<u32> = bitmask::allowed(&mask)
-                .filter(|&t| !vocab.is_eos(t))
-                .collect();
+            m.fill_mask(&mut mask).map_err(|e| format!("walk {k}, step {}: {e}", seq.len()))?;
+            let allowed: Vec<u32> = bitmask::allowed(&mask).filter(|&t| !vocab.is_eos(t)).collect();
             let finishing = seq.len() >= target;
             if m.can_end() && (allowed.is_empty() || finishing) {
-                m.accept_token(eos)
-                    .map_err(|e| format!("walk {k}: EOS: {e}"))?;
+                m.accept_token(eos).map_err(|e| format!("walk {k}: EOS: {e}"))?;
                 seq.push(eos);
                 break;
             }
@@ -233,24 +198,15 @@ fn random_walks(
                 break;
             }
             let pool: Vec<u32> = if finishing && rng.chance(70) {
-                allowed
-                    .iter()
-                    .copied()
-                    .filter(|&t| is_punct(vocab.token_bytes(t)))
-                    .collect()
+                allowed.iter().copied().filter(|&t| is_punct(vocab.token_bytes(t))).collect()
             } else if rng.chance(50) {
-                allowed
-                    .iter()
-                    .copied()
-                    .filter(|&t| vocab.token_bytes(t).len() <= 2)
-                    .collect()
+                allowed.iter().copied().filter(|&t| vocab.token_bytes(t).len() <= 2).collect()
             } else {
                 Vec::new()
             };
             let pool = if pool.is_empty() { &allowed } else { &pool };
             let t = pool[rng.below(pool.len())];
-            m.accept_token(t)
-                .map_err(|e| format!("walk {k}: token {t} from its own mask: {e}"))?;
+            m.accept_token(t).map_err(|e| format!("walk {k}: token {t} from its own mask: {e}"))?;
             seq.push(t);
         }
         out.push(seq);
@@ -279,17 +235,9 @@ struct Summary {
 }
 
 fn summarize(samples: &[Sample], cpu: bool) -> Summary {
-    let mut v: Vec<u64> = samples
-        .iter()
-        .map(|s| if cpu { s.cpu_ns } else { s.wall_ns })
-        .collect();
+    let mut v: Vec<u64> = samples.iter().map(|s| if cpu { s.cpu_ns } else { s.wall_ns }).collect();
     v.sort_unstable();
-    Summary {
-        n: v.len(),
-        p50: percentile(&v, 50.0),
-        p99: percentile(&v, 99.0),
-        max: v.last().copied().unwrap_or(0),
-    }
+    Summary { n: v.len(), p50: percentile(&v, 50.0), p99: percentile(&v, 99.0), max: v.last().copied().unwrap_or(0) }
 }
 
 fn p50_compile(samples: &[Sample]) -> u64 {
@@ -351,14 +299,12 @@ fn replay_stencil(g: &Arc<CompiledGrammar>, seqs: &[Vec<u32>], out: &mut Steps) 
         for (i, &t) in seq.iter().enumerate() {
             let (r, s) = time(|| m.fill_mask(&mut mask));
             if let Err(e) = r {
-                out.error
-                    .get_or_insert(format!("seq {k} step {i}: fill_mask: {e}"));
+                out.error.get_or_insert(format!("seq {k} step {i}: fill_mask: {e}"));
                 break;
             }
             out.samples.push(s);
             if let Err(e) = m.accept_token(t) {
-                out.error
-                    .get_or_insert(format!("seq {k} step {i}: accept_token({t}): {e}"));
+                out.error.get_or_insert(format!("seq {k} step {i}: accept_token({t}): {e}"));
                 break;
             }
         }
@@ -378,10 +324,7 @@ fn replay_llg(m0: &llguidance::Matcher, vocab: &Vocabulary, seqs: &[Vec<u32>], o
             match r {
                 Ok(mask) => drop(mask),
                 Err(e) => {
-                    out.error.get_or_insert(format!(
-                        "seq {k} step {i}: compute_mask: {}",
-                        first_line(&e.to_string())
-                    ));
+                    out.error.get_or_insert(format!("seq {k} step {i}: compute_mask: {}", first_line(&e.to_string())));
                     break;
                 }
             }
@@ -390,10 +333,8 @@ fn replay_llg(m0: &llguidance::Matcher, vocab: &Vocabulary, seqs: &[Vec<u32>], o
                 break;
             }
             if let Err(e) = m.consume_token(t) {
-                out.error.get_or_insert(format!(
-                    "seq {k} step {i}: consume_token({t}): {}",
-                    first_line(&e.to_string())
-                ));
+                out.error
+                    .get_or_insert(format!("seq {k} step {i}: consume_token({t}): {}", first_line(&e.to_string())));
                 break;
             }
         }
@@ -405,11 +346,7 @@ fn show_bytes(b: &[u8]) -> String {
 }
 
 fn show_tokens(vocab: &Vocabulary, ids: &[u32]) -> String {
-    let mut s: Vec<String> = ids
-        .iter()
-        .take(5)
-        .map(|&t| format!("{t} {}", show_bytes(vocab.token_bytes(t))))
-        .collect();
+    let mut s: Vec<String> = ids.iter().take(5).map(|&t| format!("{t} {}", show_bytes(vocab.token_bytes(t)))).collect();
     if ids.len() > 5 {
         s.push(format!("… {} in all", ids.len()));
     }
@@ -451,17 +388,11 @@ fn check_agreement(
     name: &str,
 ) -> Agreement {
     let vocab = g.vocab().clone();
-    let mut a = Agreement {
-        oracle: rec.is_some(),
-        ..Default::default()
-    };
+    let mut a = Agreement { oracle: rec.is_some(), ..Default::default() };
     let mut smask = bitmask::new_mask(vocab.mask_width());
     let n_words = bitmask::words(vocab.len());
     let mut eos_mask = bitmask::new_mask(vocab.mask_width());
-    vocab
-        .eos_ids()
-        .iter()
-        .for_each(|&e| bitmask::set(&mut eos_mask, e));
+    vocab.eos_ids().iter().for_each(|&e| bitmask::set(&mut eos_mask, e));
     for (k, seq) in seqs.iter().enumerate() {
         let mut sm = Matcher::new(g.clone());
         let mut lm = m0.clone();
@@ -565,12 +496,22 @@ fn check_agreement(
                 a.refused += 1;
                 push_example(
                     &mut a,
-                    format!("{name}: walk {k} step {i}: llguidance refuses token {t} {} (in its mask: {in_mask}): {}", show_bytes(vocab.token_bytes(t)), first_line(&e.to_string())),
+                    format!(
+                        "{name}: walk {k} step {i}: llguidance refuses token {t} {} (in its mask: {in_mask}): {}",
+                        show_bytes(vocab.token_bytes(t)),
+                        first_line(&e.to_string())
+                    ),
                 );
                 break;
             } else if !in_mask {
                 a.refused += 1;
-                push_example(&mut a, format!("{name}: walk {k} step {i}: token {t} {} missing from llguidance's mask but consumed", show_bytes(vocab.token_bytes(t))));
+                push_example(
+                    &mut a,
+                    format!(
+                        "{name}: walk {k} step {i}: token {t} {} missing from llguidance's mask but consumed",
+                        show_bytes(vocab.token_bytes(t))
+                    ),
+                );
             }
             if sm.accept_token(t).is_err() {
                 break;
@@ -604,17 +545,8 @@ struct VocabResult {
     grammars: Vec<GrammarResult>,
 }
 
-fn run_vocab(
-    name: &'static str,
-    vocab: Arc<Vocabulary>,
-    sources: &[Source],
-    args: &Args,
-) -> VocabResult {
-    eprintln!(
-        "== {name}: {} tokens, EOS {:?}",
-        vocab.len(),
-        vocab.eos_ids()
-    );
+fn run_vocab(name: &'static str, vocab: Arc<Vocabulary>, sources: &[Source], args: &Args) -> VocabResult {
+    eprintln!("== {name}: {} tokens, EOS {:?}", vocab.len(), vocab.eos_ids());
     // Per-vocabulary setup, outside the per-grammar compile times: Stencil's shared token
     // trie (built by the first compile), llguidance's TokEnv and ParserFactory (slicer).
     let (_, stencil_setup) = time(|| {
@@ -632,14 +564,7 @@ fn run_vocab(
         eprintln!("-- {name} / {}", src.name);
         grammars.push(run_grammar(src, &vocab, &factory, args));
     }
-    VocabResult {
-        name,
-        size: vocab.len(),
-        eos: vocab.eos_ids().to_vec(),
-        stencil_setup,
-        llg_setup,
-        grammars,
-    }
+    VocabResult { name, size: vocab.len(), eos: vocab.eos_ids().to_vec(), stencil_setup, llg_setup, grammars }
 }
 
 fn run_grammar(
@@ -648,11 +573,7 @@ fn run_grammar(
     factory: &llguidance::ParserFactory,
     args: &Args,
 ) -> GrammarResult {
-    let mut r = GrammarResult {
-        name: src.name.clone(),
-        path: src.path.clone(),
-        ..Default::default()
-    };
+    let mut r = GrammarResult { name: src.name.clone(), path: src.path.clone(), ..Default::default() };
     let grammar = match parse_gbnf(&src.text) {
         Ok(g) => g,
         Err(e) => {
@@ -688,10 +609,7 @@ fn run_grammar(
     drop(walk_g);
     r.seqs = seqs.len();
     r.tokens = seqs.iter().map(|s| s.len()).sum();
-    r.ended = seqs
-        .iter()
-        .filter(|s| s.last().is_some_and(|&t| vocab.is_eos(t)))
-        .count();
+    r.ended = seqs.iter().filter(|s| s.last().is_some_and(|&t| vocab.is_eos(t))).count();
 
     // 3. Stencil mask times: a fresh compiled grammar (cold), then again (warm).
     let g = CompiledGrammar::new(&grammar, vocab.clone()).expect("compiled above");
@@ -713,19 +631,13 @@ fn run_grammar(
         };
         if let Some(dir) = &args.dump_lark {
             let _ = std::fs::create_dir_all(dir);
-            let _ = std::fs::write(
-                dir.join(format!("{}.{}.lark", src.name, mode.name())),
-                &lark,
-            );
+            let _ = std::fs::write(dir.join(format!("{}.{}.lark", src.name, mode.name())), &lark);
         }
         // 1. llguidance compile time.
         for _ in 0..args.compile_reps {
             let (res, s) = time(|| llg::compile(factory, &lark));
             if let Err(e) = res {
-                run.error = Some(format!(
-                    "llguidance compile error: {}",
-                    first_line(&e.to_string())
-                ));
+                run.error = Some(format!("llguidance compile error: {}", first_line(&e.to_string())));
                 break;
             }
             run.compile.push(s);
@@ -739,13 +651,7 @@ fn run_grammar(
         let m0 = llg::compile(factory, &lark).expect("compiled above");
         replay_llg(&m0, vocab, &seqs, &mut run.cold);
         replay_llg(&m0, vocab, &seqs, &mut run.warm);
-        run.agreement = check_agreement(
-            &g,
-            &m0,
-            &seqs,
-            rec.as_ref(),
-            &format!("{} ({})", src.name, mode.name()),
-        );
+        run.agreement = check_agreement(&g, &m0, &seqs, rec.as_ref(), &format!("{} ({})", src.name, mode.name()));
         r.llg.push(run);
     }
     r
@@ -805,11 +711,7 @@ fn civil_date(secs: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + (m <= 2) as i64;
     let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        rem / 60 % 60
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem / 60 % 60)
 }
 
 fn cpu_model() -> String {
@@ -839,16 +741,12 @@ fn report(
     total_s: f64,
 ) -> String {
     let mut o = String::new();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let modes: Vec<&str> = args.modes.iter().map(|m| m.name()).collect();
     let _ = writeln!(o, "# Benchmarks: Stencil vs llguidance\n");
-    let _ = writeln!(o, "Generated by `scripts/bench.sh` (`cargo run --release -p stencil-bench`); do not edit by hand.\n");
+    let _ =
+        writeln!(o, "Generated by `scripts/bench.sh` (`cargo run --release -p stencil-bench`); do not edit by hand.\n");
     let _ = writeln!(o, "- Date: {}", civil_date(now));
     let _ = writeln!(
         o,
@@ -933,20 +831,12 @@ fn report(
     let _ = writeln!(o);
 
     if let Some(v) = results.first() {
-        let list: Vec<String> = v
-            .grammars
-            .iter()
-            .map(|g| format!("`{}` (`{}`)", g.name, g.path))
-            .collect();
+        let list: Vec<String> = v.grammars.iter().map(|g| format!("`{}` (`{}`)", g.name, g.path)).collect();
         let _ = writeln!(o, "Grammars: {}.\n", list.join(", "));
     }
     let phase_labels = ["cold", "warm"];
     for v in results {
-        let _ = writeln!(
-            o,
-            "## {} ({} tokens, EOS ids {:?})\n",
-            v.name, v.size, v.eos
-        );
+        let _ = writeln!(o, "## {} ({} tokens, EOS ids {:?})\n", v.name, v.size, v.eos);
         let _ = writeln!(
             o,
             "Per-vocabulary setup (CPU): Stencil token trie {} ms; llguidance TokEnv + ParserFactory {} ms.\n",
@@ -958,25 +848,13 @@ fn report(
         let pooled = pool(v, args.modes.len());
         for g in &v.grammars {
             if let Some(e) = &g.error {
-                let _ = writeln!(
-                    o,
-                    "| {} | – | – | – | – | – | – | – | {} |",
-                    g.name,
-                    cell(e)
-                );
+                let _ = writeln!(o, "| {} | – | – | – | – | – | – | – | {} |", g.name, cell(e));
                 continue;
             }
-            let st = [
-                summarize(&g.stencil_cold.samples, true),
-                summarize(&g.stencil_warm.samples, true),
-            ];
+            let st = [summarize(&g.stencil_cold.samples, true), summarize(&g.stencil_warm.samples, true)];
             for (p, steps) in [&g.stencil_cold, &g.stencil_warm].into_iter().enumerate() {
                 let s = st[p];
-                let compile = if p == 0 {
-                    ms(p50_compile(&g.stencil_compile))
-                } else {
-                    String::new()
-                };
+                let compile = if p == 0 { ms(p50_compile(&g.stencil_compile)) } else { String::new() };
                 let _ = writeln!(
                     o,
                     "| {} | Stencil {} | {} | {} | {} | {} | {} |  | {}{} |",
@@ -994,21 +872,12 @@ fn report(
             for (mi, run) in g.llg.iter().enumerate() {
                 let label = format!("llguidance `{}`", args.modes[mi].name());
                 if let Some(e) = &run.error {
-                    let _ = writeln!(
-                        o,
-                        "| {} | {label} | – | – | – | – | – | – | {} |",
-                        g.name,
-                        cell(e)
-                    );
+                    let _ = writeln!(o, "| {} | {label} | – | – | – | – | – | – | {} |", g.name, cell(e));
                     continue;
                 }
                 for (p, steps) in [&run.cold, &run.warm].into_iter().enumerate() {
                     let s = summarize(&steps.samples, true);
-                    let compile = if p == 0 {
-                        ms(p50_compile(&run.compile))
-                    } else {
-                        String::new()
-                    };
+                    let compile = if p == 0 { ms(p50_compile(&run.compile)) } else { String::new() };
                     let _ = writeln!(
                         o,
                         "| {} | {label} {} | {} | {} | {} | {} | {} | {} / {} | {}{} |",
@@ -1034,16 +903,8 @@ fn report(
             } else {
                 let p = (i - 2) % 2;
                 (
-                    format!(
-                        "llguidance `{}` {}",
-                        args.modes[(i - 2) / 2].name(),
-                        phase_labels[p]
-                    ),
-                    format!(
-                        "{} / {}",
-                        ratio(sums[i].p50, sums[p].p50),
-                        ratio(sums[i].p99, sums[p].p99)
-                    ),
+                    format!("llguidance `{}` {}", args.modes[(i - 2) / 2].name(), phase_labels[p]),
+                    format!("{} / {}", ratio(sums[i].p50, sums[p].p50), ratio(sums[i].p99, sums[p].p99)),
                 )
             };
             let _ = writeln!(
@@ -1072,25 +933,15 @@ fn report(
                 us(w.p99)
             ));
         }
-        let _ = writeln!(
-            o,
-            "Wall-clock cross-check, all grammars pooled (p50 / p99 µs): {}.\n",
-            wall_parts.join("; ")
-        );
+        let _ = writeln!(o, "Wall-clock cross-check, all grammars pooled (p50 / p99 µs): {}.\n", wall_parts.join("; "));
 
         // Agreement.
-        let _ = writeln!(
-            o,
-            "Agreement (lockstep over the same sequences; oracle columns count differing steps):\n"
-        );
+        let _ = writeln!(o, "Agreement (lockstep over the same sequences; oracle columns count differing steps):\n");
         let _ = writeln!(
             o,
             "| grammar | llguidance mode | sequences (ended) | tokens | steps compared | masks differ | differ outside EOS | walk tokens llguidance refused | Stencil misses valid | Stencil allows invalid | llguidance misses valid | llguidance allows invalid |"
         );
-        let _ = writeln!(
-            o,
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
+        let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let mut examples = Vec::new();
         for g in &v.grammars {
             if g.error.is_some() {
@@ -1135,10 +986,7 @@ fn report(
         }
         let _ = writeln!(o);
         if !examples.is_empty() {
-            let _ = writeln!(
-                o,
-                "First disagreements (per grammar and mode, at most two):\n"
-            );
+            let _ = writeln!(o, "First disagreements (per grammar and mode, at most two):\n");
             for e in examples {
                 let _ = writeln!(o, "- {}", e.replace('|', "\\|"));
             }
@@ -1183,10 +1031,7 @@ fn summary_section(o: &mut String, results: &[VocabResult], args: &Args) {
     let _ = writeln!(o, "| vocabulary | llguidance mode | phase | Stencil p50 | llguidance p50 | ratio p50 | Stencil p99 | llguidance p99 | ratio p99 |");
     let _ = writeln!(o, "|---|---|---|---:|---:|---:|---:|---:|---:|");
     for v in results {
-        let sums: Vec<Summary> = pool(v, args.modes.len())
-            .iter()
-            .map(|s| summarize(s, true))
-            .collect();
+        let sums: Vec<Summary> = pool(v, args.modes.len()).iter().map(|s| summarize(s, true)).collect();
         for (mi, m) in args.modes.iter().enumerate() {
             for (p, phase) in ["cold", "warm"].iter().enumerate() {
                 let (st, l) = (sums[p], sums[2 + 2 * mi + p]);
@@ -1209,10 +1054,7 @@ fn summary_section(o: &mut String, results: &[VocabResult], args: &Args) {
     // The goal: faster at p50 and p99 on the largest vocabulary, against llguidance as it is
     // normally fed GBNF (the first Lark mode).
     if let (Some(v), Some(m)) = (results.iter().max_by_key(|v| v.size), args.modes.first()) {
-        let sums: Vec<Summary> = pool(v, args.modes.len())
-            .iter()
-            .map(|s| summarize(s, true))
-            .collect();
+        let sums: Vec<Summary> = pool(v, args.modes.len()).iter().map(|s| summarize(s, true)).collect();
         for (p, phase) in ["cold", "warm"].iter().enumerate() {
             let (st, l) = (sums[p], sums[2 + p]);
             let verdict = |a: u64, b: u64| {
@@ -1247,11 +1089,7 @@ fn cell(s: &str) -> String {
 }
 
 fn stopped(steps: &Steps) -> String {
-    steps
-        .error
-        .as_ref()
-        .map(|e| format!(" (stopped: {})", cell(e)))
-        .unwrap_or_default()
+    steps.error.as_ref().map(|e| format!(" (stopped: {})", cell(e))).unwrap_or_default()
 }
 
 /// What the tables cannot say by themselves: how llguidance was driven, and why its masks
@@ -1305,14 +1143,7 @@ fn main() {
         };
         results.push(run_vocab(name, vocab, &sources, &args));
     }
-    let md = report(
-        &results,
-        &args,
-        &notes,
-        overhead,
-        &load_start,
-        t0.elapsed().as_secs_f64(),
-    );
+    let md = report(&results, &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));

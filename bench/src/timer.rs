@@ -5,10 +5,7 @@ use std::time::Instant;
 /// Nanoseconds of CPU time used by the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
 #[inline]
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
@@ -30,13 +27,7 @@ pub fn time<T>(f: impl FnOnce() -> T) -> (T, Sample) {
     let r = f();
     let c1 = thread_cpu_ns();
     let wall_ns = w0.elapsed().as_nanos() as u64;
-    (
-        r,
-        Sample {
-            cpu_ns: c1 - c0,
-            wall_ns,
-        },
-    )
+    (r, Sample { cpu_ns: c1 - c0, wall_ns })
 }
 
 /// The cost of one empty `time` call (median of many), to state next to the numbers.
@@ -50,10 +41,7 @@ pub fn overhead() -> Sample {
     }
     cpu.sort_unstable();
     wall.sort_unstable();
-    Sample {
-        cpu_ns: cpu[cpu.len() / 2],
-        wall_ns: wall[wall.len() / 2],
-    }
+    Sample { cpu_ns: cpu[cpu.len() / 2], wall_ns: wall[wall.len() / 2] }
 }
 
 /// Nearest-rank percentile of sorted values (`p` in 0..=100).

@@ -47,14 +47,18 @@ enum Command {
     /// Without --vocab the grammar is compiled against a tiny built-in vocabulary (the 256
     /// single bytes plus an end-of-sequence token), which still finds the errors that only
     /// show when compiling (limits, a grammar that matches nothing).
-    #[command(after_help = "Example:\n  stencil check -g fixtures/gbnf/c.gbnf --vocab fixtures/vocab/gemma3-270m.tok.gguf.gz")]
+    #[command(
+        after_help = "Example:\n  stencil check -g fixtures/gbnf/c.gbnf --vocab fixtures/vocab/gemma3-270m.tok.gguf.gz"
+    )]
     Check(CheckArgs),
     /// Tell whether a grammar accepts a text, tokenized by the vocabulary's own tokenizer.
     ///
     /// The tokens are fed to the matcher one by one. Prints "accepted (N tokens)" and exits
     /// 0 when every token is allowed and the grammar can end after the last one; otherwise
     /// names the refused token and where it is in the text, and exits 1.
-    #[command(after_help = "Example:\n  stencil accepts -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --text '{\"a\": 1}'")]
+    #[command(
+        after_help = "Example:\n  stencil accepts -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --text '{\"a\": 1}'"
+    )]
     Accepts(AcceptsArgs),
     /// Generate strings of a grammar by a model-free random walk through its token masks.
     ///
@@ -72,7 +76,9 @@ enum Command {
     /// The walk is a soundness probe of the masks: a state where no token is allowed
     /// although the grammar cannot end, or a token of the mask that the matcher refuses,
     /// is reported loudly and exits 3.
-    #[command(after_help = "Example:\n  stencil sample -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --random -n 5 -s 7")]
+    #[command(
+        after_help = "Example:\n  stencil sample -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --random -n 5 -s 7"
+    )]
     Sample(SampleArgs),
 }
 

@@ -76,7 +76,11 @@ pub enum Expr {
     Seq(Vec<Expr>),
     Alt(Vec<Expr>),
     /// `min` to `max` (unbounded when `None`) repetitions.
-    Repeat { expr: Box<Expr>, min: u32, max: Option<u32> },
+    Repeat {
+        expr: Box<Expr>,
+        min: u32,
+        max: Option<u32>,
+    },
 }
 
 /// The largest Unicode scalar value.

@@ -2,14 +2,16 @@
 //!
 //! The grammar intermediate representation ([`Grammar`], [`Expr`]) that every front end
 //! targets, the GBNF front end ([`parse_gbnf`]) and printer ([`to_gbnf`]), and a slow,
-//! obviously-correct [`reference`] recognizer used as a test oracle.
+//! obviously-correct [`reference`](mod@reference) recognizer used as a test oracle.
 
+mod caret;
 mod ir;
 mod parse;
 mod print;
 pub mod random;
 pub mod reference;
 
+pub use caret::caret_window;
 pub use ir::*;
 pub use parse::{
     parse_gbnf, parse_gbnf_bytes, parse_gbnf_bytes_with, parse_gbnf_with, GbnfError, ParseOptions, MAX_REPETITION_MIN,

@@ -172,7 +172,7 @@ impl fmt::Display for GbnfError {
         let (Some((line, col)), Some(snippet)) = (self.line_col(), self.snippet()) else {
             return f.write_str(&message);
         };
-        let (shown, pad) = window(snippet, col);
+        let (shown, pad) = crate::caret_window(snippet, col);
         write!(f, "{message} at line {line}, column {col}\n{shown}\n{pad}^")?;
         if !hint.is_empty() {
             write!(f, " {hint}")?;
@@ -188,32 +188,6 @@ fn join_or(items: &[String]) -> String {
         [one] => one.clone(),
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
     }
-}
-
-/// The part of a long line around `col` (at most 100 characters, with `...` where cut), and
-/// the padding that puts a caret under `col` (tabs kept so that it lines up).
-fn window(line: &str, col: usize) -> (String, String) {
-    let chars: Vec<char> = line.chars().collect();
-    let at = col.saturating_sub(1).min(chars.len());
-    let start = at.saturating_sub(50);
-    let end = chars.len().min(start + 100);
-    let mut shown = String::new();
-    let mut pad = String::new();
-    if start > 0 {
-        shown.push_str("...");
-        pad.push_str("   ");
-    }
-    for (i, &c) in chars[start..end].iter().enumerate() {
-        let c = if c.is_control() && c != '\t' { '\u{FFFD}' } else { c };
-        shown.push(c);
-        if start + i < at {
-            pad.push(if c == '\t' { '\t' } else { ' ' });
-        }
-    }
-    if end < chars.len() {
-        shown.push_str("...");
-    }
-    (shown, pad)
 }
 
 /// Line (1-based), column (1-based, in characters) and the text of the line at byte

@@ -104,13 +104,7 @@ pub struct RandomGrammarConfig {
 /// Multi-byte characters used in literals when [`RandomGrammarConfig::allow_unicode`].
 pub const UNICODE_CHARS: &[char] = &['é', 'β', 'ω', '€', '中', '😀'];
 /// Ranges used in classes when [`RandomGrammarConfig::allow_unicode`].
-pub const UNICODE_RANGES: &[(char, char)] = &[
-    ('à', 'ÿ'),
-    ('α', 'ω'),
-    ('€', '€'),
-    ('一', '龥'),
-    ('😀', '😎'),
-];
+pub const UNICODE_RANGES: &[(char, char)] = &[('à', 'ÿ'), ('α', 'ω'), ('€', '€'), ('一', '龥'), ('😀', '😎')];
 
 impl Default for RandomGrammarConfig {
     /// Everything allowed, small sizes, alphabet `abc`.
@@ -164,15 +158,8 @@ impl RandomGrammarConfig {
 /// assert_eq!(random_grammar(3, &cfg), random_grammar(3, &cfg));
 /// ```
 pub fn random_grammar(seed: u64, cfg: &RandomGrammarConfig) -> Grammar {
-    assert!(
-        !cfg.alphabet.is_empty() && cfg.alphabet.iter().all(u8::is_ascii),
-        "alphabet must be non-empty ASCII"
-    );
-    let mut gen = Gen {
-        rng: SplitMix64::new(seed),
-        cfg,
-        n_rules: 0,
-    };
+    assert!(!cfg.alphabet.is_empty() && cfg.alphabet.iter().all(u8::is_ascii), "alphabet must be non-empty ASCII");
+    let mut gen = Gen { rng: SplitMix64::new(seed), cfg, n_rules: 0 };
     let n_rules = 1 + gen.rng.below(cfg.max_rules.max(1) as u64) as usize;
     gen.n_rules = n_rules;
     let mut g = Grammar::new();
@@ -464,24 +451,18 @@ impl Sampler<'_> {
     }
 
     fn regex(&mut self, pattern: &str) -> Option<&RegexTerminal> {
-        self.regexes
-            .entry(pattern.to_string())
-            .or_insert_with(|| RegexTerminal::new(pattern).ok())
-            .as_ref()
+        self.regexes.entry(pattern.to_string()).or_insert_with(|| RegexTerminal::new(pattern).ok()).as_ref()
     }
 
     /// Appends a random member of `e`'s language to `out`. `e` must be productive.
     fn sample(&mut self, e: &Expr, depth: usize, out: &mut Vec<u8>) -> Option<()> {
         self.steps += 1;
-        let shortest =
-            depth > SAMPLE_DEPTH || out.len() > self.max_len || self.steps > SAMPLE_STEPS;
+        let shortest = depth > SAMPLE_DEPTH || out.len() > self.max_len || self.steps > SAMPLE_STEPS;
         match e {
             Expr::Empty => {}
             Expr::Literal(bytes) => out.extend_from_slice(bytes),
             Expr::Class(c) => self.push_char(&c.code_points(), out),
-            Expr::AnyChar => {
-                self.push_char(&CharClass::new([(0, MAX_CODE_POINT)]).code_points(), out)
-            }
+            Expr::AnyChar => self.push_char(&CharClass::new([(0, MAX_CODE_POINT)]).code_points(), out),
             Expr::Regex(p) => self.sample_regex(p, shortest, out)?,
             Expr::Rule(r) => self.sample(&self.g.rule(*r).body, depth + 1, out)?,
             Expr::Token(_) => return None,

@@ -46,9 +46,7 @@ use crate::ir::{CharClass, Expr, Grammar, RuleId, MAX_CODE_POINT};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
     /// The grammar uses a token terminal (`<...>`), which has no byte-level meaning here.
-    #[error(
-        "rule `{rule}` uses a token terminal, which the reference recognizer does not support"
-    )]
+    #[error("rule `{rule}` uses a token terminal, which the reference recognizer does not support")]
     Token { rule: String },
     /// A rule reference points past the end of [`Grammar::rules`].
     #[error("rule `{rule}` refers to rule id {id}, which does not exist")]
@@ -58,11 +56,7 @@ pub enum ReferenceError {
     BadRoot(u32),
     /// A regex terminal could not be compiled.
     #[error("regex {pattern:?} in rule `{rule}`: {message}")]
-    Regex {
-        rule: String,
-        pattern: String,
-        message: String,
-    },
+    Regex { rule: String, pattern: String, message: String },
 }
 
 /// A reference recognizer for one grammar. See the [module docs](self).
@@ -229,35 +223,14 @@ impl<'g> Recognizer<'g> {
             }
             Expr::Rule(id) => {
                 if id.0 as usize >= self.grammar.rules.len() {
-                    return Err(ReferenceError::BadRuleId {
-                        rule: rule.to_string(),
-                        id: id.0,
-                    });
+                    return Err(ReferenceError::BadRuleId { rule: rule.to_string(), id: id.0 });
                 }
                 Node::Rule(id.0 as usize)
             }
-            Expr::Token(_) => {
-                return Err(ReferenceError::Token {
-                    rule: rule.to_string(),
-                })
-            }
-            Expr::Seq(items) => Node::Seq(
-                items
-                    .iter()
-                    .map(|x| self.add_node(rule, x))
-                    .collect::<Result<_, _>>()?,
-            ),
-            Expr::Alt(items) => Node::Alt(
-                items
-                    .iter()
-                    .map(|x| self.add_node(rule, x))
-                    .collect::<Result<_, _>>()?,
-            ),
-            Expr::Repeat { expr, min, max } => Node::Repeat {
-                child: self.add_node(rule, expr)?,
-                min: *min,
-                max: *max,
-            },
+            Expr::Token(_) => return Err(ReferenceError::Token { rule: rule.to_string() }),
+            Expr::Seq(items) => Node::Seq(items.iter().map(|x| self.add_node(rule, x)).collect::<Result<_, _>>()?),
+            Expr::Alt(items) => Node::Alt(items.iter().map(|x| self.add_node(rule, x)).collect::<Result<_, _>>()?),
+            Expr::Repeat { expr, min, max } => Node::Repeat { child: self.add_node(rule, expr)?, min: *min, max: *max },
         };
         self.nodes.push(node);
         Ok(self.nodes.len() - 1)
@@ -278,9 +251,7 @@ impl<'g> Recognizer<'g> {
                 break;
             }
         }
-        self.productive = (0..self.nodes.len())
-            .map(|n| self.node_productive(n, &rules))
-            .collect();
+        self.productive = (0..self.nodes.len()).map(|n| self.node_productive(n, &rules)).collect();
         self.rule_productive = rules;
     }
 
@@ -367,20 +338,14 @@ impl Run<'_, '_> {
         let input = self.input;
         let n = input.len();
         let out = match &rec.nodes[node] {
-            Node::Empty => Outcome {
-                ends: BTreeSet::from([p]),
-                viable: p == n,
-            },
+            Node::Empty => Outcome { ends: BTreeSet::from([p]), viable: p == n },
             Node::Literal(lit) => {
                 let rest = &input[p..];
                 let mut ends = BTreeSet::new();
                 if rest.starts_with(lit) {
                     ends.insert(p + lit.len());
                 }
-                Outcome {
-                    ends,
-                    viable: lit.starts_with(rest),
-                }
+                Outcome { ends, viable: lit.starts_with(rest) }
             }
             Node::Chars(ranges) => chars_outcome(ranges, input, p),
             Node::Regex(i) => rec.regexes[*i].outcome(input, p),
@@ -406,10 +371,7 @@ impl Run<'_, '_> {
                     frontier = next;
                 }
                 viable |= frontier.contains(&n);
-                Outcome {
-                    ends: frontier,
-                    viable,
-                }
+                Outcome { ends: frontier, viable }
             }
             Node::Alt(items) => {
                 let mut out = Outcome::default();
@@ -543,16 +505,10 @@ pub(crate) struct RegexTerminal {
 impl RegexTerminal {
     pub(crate) fn new(pattern: &str) -> Result<Self, String> {
         let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored),
-            )
+            .configure(dense::Config::new().match_kind(MatchKind::All).start_kind(StartKind::Anchored))
             .build(pattern)
             .map_err(|e| e.to_string())?;
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .map_err(|e| e.to_string())?;
+        let start = dfa.start_state(&start::Config::new().anchored(Anchored::Yes)).map_err(|e| e.to_string())?;
         // Every reachable state and its predecessors.
         let mut preds: HashMap<StateID, Vec<StateID>> = HashMap::from([(start, Vec::new())]);
         let mut queue = VecDeque::from([start]);
@@ -646,9 +602,7 @@ mod tests {
         for c in (0..=MAX_CODE_POINT).filter_map(char::from_u32) {
             let enc = c.encode_utf8(&mut buf).as_bytes();
             for k in 0..=enc.len() {
-                let e = want
-                    .entry(enc[..k].to_vec())
-                    .or_insert((c as u32, c as u32));
+                let e = want.entry(enc[..k].to_vec()).or_insert((c as u32, c as u32));
                 e.0 = e.0.min(c as u32);
                 e.1 = e.1.max(c as u32);
             }
@@ -660,11 +614,7 @@ mod tests {
         for a in 0..=255u8 {
             assert_eq!(utf8_completions(&[a]), want.get(&vec![a]).copied(), "{a:x}");
             for b in 0..=255u8 {
-                assert_eq!(
-                    utf8_completions(&[a, b]),
-                    want.get(&vec![a, b]).copied(),
-                    "{a:x} {b:x}"
-                );
+                assert_eq!(utf8_completions(&[a, b]), want.get(&vec![a, b]).copied(), "{a:x} {b:x}");
             }
         }
         assert_eq!(utf8_completions(b"ab"), None);

@@ -8,9 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use stencil_grammar::random::{
-    random_grammar, random_string_in, RandomGrammarConfig, SplitMix64, UNICODE_CHARS,
-};
+use stencil_grammar::random::{random_grammar, random_string_in, RandomGrammarConfig, SplitMix64, UNICODE_CHARS};
 use stencil_grammar::reference::{Recognizer, ReferenceError};
 use stencil_grammar::{CharClass, Expr, Grammar, RuleId, TokenName, TokenRef};
 
@@ -26,10 +24,7 @@ fn rule(id: RuleId) -> Expr {
 }
 
 fn negated(ranges: &[(char, char)]) -> Expr {
-    Expr::Class(CharClass {
-        ranges: ranges.iter().map(|&(a, b)| (a as u32, b as u32)).collect(),
-        negated: true,
-    })
+    Expr::Class(CharClass { ranges: ranges.iter().map(|&(a, b)| (a as u32, b as u32)).collect(), negated: true })
 }
 
 /// A grammar whose root is a single rule with this body.
@@ -43,40 +38,16 @@ fn single(body: Expr) -> Grammar {
 fn check(g: &Grammar, members: &[&[u8]], prefixes_only: &[&[u8]], rejected: &[&[u8]]) {
     let r = Recognizer::new(g).unwrap();
     for &s in members {
-        assert!(
-            r.matches(s),
-            "should match: {:?}",
-            String::from_utf8_lossy(s)
-        );
-        assert!(
-            r.is_prefix(s),
-            "a member is a prefix: {:?}",
-            String::from_utf8_lossy(s)
-        );
+        assert!(r.matches(s), "should match: {:?}", String::from_utf8_lossy(s));
+        assert!(r.is_prefix(s), "a member is a prefix: {:?}", String::from_utf8_lossy(s));
     }
     for &s in prefixes_only {
-        assert!(
-            !r.matches(s),
-            "should not match: {:?}",
-            String::from_utf8_lossy(s)
-        );
-        assert!(
-            r.is_prefix(s),
-            "should be a prefix: {:?}",
-            String::from_utf8_lossy(s)
-        );
+        assert!(!r.matches(s), "should not match: {:?}", String::from_utf8_lossy(s));
+        assert!(r.is_prefix(s), "should be a prefix: {:?}", String::from_utf8_lossy(s));
     }
     for &s in rejected {
-        assert!(
-            !r.matches(s),
-            "should not match: {:?}",
-            String::from_utf8_lossy(s)
-        );
-        assert!(
-            !r.is_prefix(s),
-            "should not be a prefix: {:?}",
-            String::from_utf8_lossy(s)
-        );
+        assert!(!r.matches(s), "should not match: {:?}", String::from_utf8_lossy(s));
+        assert!(!r.is_prefix(s), "should not be a prefix: {:?}", String::from_utf8_lossy(s));
     }
 }
 
@@ -88,13 +59,7 @@ fn balanced_parentheses() {
     // root ::= "(" root ")" root | ""
     let mut g = Grammar::new();
     let root = g.add_rule("root", Expr::Empty);
-    g.set_body(
-        root,
-        Expr::alt([
-            Expr::seq([lit("("), rule(root), lit(")"), rule(root)]),
-            Expr::Empty,
-        ]),
-    );
+    g.set_body(root, Expr::alt([Expr::seq([lit("("), rule(root), lit(")"), rule(root)]), Expr::Empty]));
     g.root = root;
     check(
         &g,
@@ -110,17 +75,9 @@ fn left_recursion() {
     let mut g = Grammar::new();
     let expr = g.add_rule("expr", Expr::Empty);
     let term = g.add_rule("term", Expr::plus(Expr::class([('0', '9')])));
-    g.set_body(
-        expr,
-        Expr::alt([Expr::seq([rule(expr), lit("+"), rule(term)]), rule(term)]),
-    );
+    g.set_body(expr, Expr::alt([Expr::seq([rule(expr), lit("+"), rule(term)]), rule(term)]));
     g.root = expr;
-    check(
-        &g,
-        &[b"1", b"12", b"1+2", b"12+3+45"],
-        &[b"", b"1+", b"12+3+"],
-        &[b"+", b"+1", b"1++2", b"1+a", b"a"],
-    );
+    check(&g, &[b"1", b"12", b"1+2", b"12+3+45"], &[b"", b"1+", b"12+3+"], &[b"+", b"+1", b"1++2", b"1+a", b"a"]);
 }
 
 #[test]
@@ -132,12 +89,7 @@ fn mutual_left_recursion() {
     g.set_body(a, Expr::alt([Expr::seq([rule(b), lit("x")]), lit("y")]));
     g.set_body(b, Expr::alt([Expr::seq([rule(a), lit("z")]), lit("w")]));
     g.root = a;
-    check(
-        &g,
-        &[b"y", b"wx", b"yzx", b"wxzxzx"],
-        &[b"", b"w", b"yz", b"wxzxz"],
-        &[b"x", b"z", b"yx", b"wxx", b"yzz"],
-    );
+    check(&g, &[b"y", b"wx", b"yzx", b"wxzxzx"], &[b"", b"w", b"yz", b"wxzxz"], &[b"x", b"z", b"yx", b"wxx", b"yzz"]);
 }
 
 #[test]
@@ -148,39 +100,18 @@ fn nullable_rules() {
     let b = g.add_rule("b", Expr::alt([Expr::Empty, lit("y")]));
     g.set_body(a, Expr::seq([rule(b), rule(b), lit("x")]));
     g.root = a;
-    check(
-        &g,
-        &[b"x", b"yx", b"yyx"],
-        &[b"", b"y", b"yy"],
-        &[b"yyy", b"yyyx", b"xy", b"xx"],
-    );
+    check(&g, &[b"x", b"yx", b"yyx"], &[b"", b"y", b"yy"], &[b"yyy", b"yyyx", b"xy", b"xx"]);
 
     // Cyclic and nullable: s ::= s s | s | "z" | ""
     let mut g = Grammar::new();
     let s = g.add_rule("s", Expr::Empty);
-    g.set_body(
-        s,
-        Expr::alt([
-            Expr::seq([rule(s), rule(s)]),
-            rule(s),
-            lit("z"),
-            Expr::Empty,
-        ]),
-    );
+    g.set_body(s, Expr::alt([Expr::seq([rule(s), rule(s)]), rule(s), lit("z"), Expr::Empty]));
     g.root = s;
     check(&g, &[b"", b"z", b"zzzz"], &[], &[b"a", b"zza"]);
 
     // Nullable repetition of a nullable item: ("" | "ab")* "c"
-    let g = single(Expr::seq([
-        Expr::star(Expr::alt([Expr::Empty, lit("ab")])),
-        lit("c"),
-    ]));
-    check(
-        &g,
-        &[b"c", b"abc", b"ababc"],
-        &[b"", b"a", b"aba"],
-        &[b"ac", b"abbc", b"cc"],
-    );
+    let g = single(Expr::seq([Expr::star(Expr::alt([Expr::Empty, lit("ab")])), lit("c")]));
+    check(&g, &[b"c", b"abc", b"ababc"], &[b"", b"a", b"aba"], &[b"ac", b"abbc", b"cc"]);
 }
 
 #[test]
@@ -190,26 +121,11 @@ fn bounded_repetition() {
 
     // ("ab"){2,} "c"
     let g = single(Expr::seq([Expr::repeat(lit("ab"), 2, None), lit("c")]));
-    check(
-        &g,
-        &[b"ababc", b"abababc"],
-        &[b"a", b"abab", b"ababa"],
-        &[b"abc", b"ababcc", b"ac"],
-    );
+    check(&g, &[b"ababc", b"abababc"], &[b"a", b"abab", b"ababa"], &[b"abc", b"ababcc", b"ac"]);
 
     // x{0,0} is the empty string only; x{3,2} is the empty language.
-    check(
-        &single(Expr::repeat(lit("x"), 0, Some(0))),
-        &[b""],
-        &[],
-        &[b"x"],
-    );
-    check(
-        &single(Expr::repeat(lit("x"), 3, Some(2))),
-        &[],
-        &[],
-        &[b"", b"x", b"xx", b"xxx"],
-    );
+    check(&single(Expr::repeat(lit("x"), 0, Some(0))), &[b""], &[], &[b"x"]);
+    check(&single(Expr::repeat(lit("x"), 3, Some(2))), &[], &[], &[b"", b"x", b"xx", b"xxx"]);
 }
 
 #[test]
@@ -219,10 +135,7 @@ fn unproductive_rules_never_count() {
     let root = g.add_rule("root", Expr::Empty);
     let dead = g.add_rule("dead", Expr::Empty);
     g.set_body(dead, Expr::seq([lit("x"), rule(dead)]));
-    g.set_body(
-        root,
-        Expr::alt([Expr::seq([lit("a"), rule(dead)]), lit("ab")]),
-    );
+    g.set_body(root, Expr::alt([Expr::seq([lit("a"), rule(dead)]), lit("ab")]));
     g.root = root;
     check(&g, &[b"ab"], &[b"", b"a"], &[b"ax", b"axx", b"abx"]);
     let r = Recognizer::new(&g).unwrap();
@@ -233,22 +146,13 @@ fn unproductive_rules_never_count() {
     g.set_body(root, Expr::seq([lit("a"), rule(dead)]));
     check(&g, &[], &[], &[b"", b"a", b"ax"]);
     // An unproductive item after the end of the input must not make it viable either.
-    g.set_body(
-        root,
-        Expr::seq([lit("a"), Expr::star(lit("b")), rule(dead)]),
-    );
+    g.set_body(root, Expr::seq([lit("a"), Expr::star(lit("b")), rule(dead)]));
     check(&g, &[], &[], &[b"", b"a", b"ab"]);
     // ...but one under a repetition that may be empty is harmless.
     g.set_body(root, Expr::seq([lit("a"), Expr::star(rule(dead))]));
     check(&g, &[b"a"], &[b""], &[b"ax"]);
     // An empty class is unproductive.
-    g.set_body(
-        root,
-        Expr::alt([
-            lit("ab"),
-            Expr::seq([lit("a"), Expr::Class(CharClass::new([]))]),
-        ]),
-    );
+    g.set_body(root, Expr::alt([lit("ab"), Expr::seq([lit("a"), Expr::Class(CharClass::new([]))])]));
     check(&g, &[b"ab"], &[b"a"], &[b"ac"]);
 }
 
@@ -269,23 +173,13 @@ fn multibyte_classes() {
     check(
         &g,
         &[smile, "😀😎".as_bytes()],
-        &[
-            &smile[..1],
-            &smile[..2],
-            &smile[..3],
-            &"😀😎".as_bytes()[..6],
-        ],
+        &[&smile[..1], &smile[..2], &smile[..3], &"😀😎".as_bytes()[..6]],
         &[&smile[1..], "😏".as_bytes(), &"🙀".as_bytes()[..3]],
     );
 
     // Negated classes cover the rest of Unicode.
     let g = single(negated(&[('a', 'a')]));
-    check(
-        &g,
-        &[b"b", "é".as_bytes(), smile],
-        &[&smile[..2]],
-        &[b"a", b"bb"],
-    );
+    check(&g, &[b"b", "é".as_bytes(), smile], &[&smile[..2]], &[b"a", b"bb"]);
 
     // `.`: any code point, but no invalid UTF-8.
     let g = single(Expr::AnyChar);
@@ -311,45 +205,27 @@ fn multibyte_classes() {
 fn literals_cut_inside_characters() {
     let g = single(Expr::seq([lit("é"), lit("ab")]));
     let e = "é".as_bytes();
-    check(
-        &g,
-        &["éab".as_bytes()],
-        &[&e[..1], e, "éa".as_bytes()],
-        &[&e[1..], b"ab", "éb".as_bytes()],
-    );
+    check(&g, &["éab".as_bytes()], &[&e[..1], e, "éa".as_bytes()], &[&e[1..], b"ab", "éb".as_bytes()]);
 }
 
 #[test]
 fn regex_terminals() {
     // root ::= /[ab]+c?/ "d"
     let g = single(Expr::seq([Expr::Regex("[ab]+c?".into()), lit("d")]));
-    check(
-        &g,
-        &[b"ad", b"abd", b"abcd", b"bbbad"],
-        &[b"", b"a", b"ab", b"abc"],
-        &[b"d", b"cd", b"abcc", b"abdd", b"x"],
-    );
+    check(&g, &[b"ad", b"abd", b"abcd", b"bbbad"], &[b"", b"a", b"ab", b"abc"], &[b"d", b"cd", b"abcc", b"abdd", b"x"]);
 
     // Every match of the regex counts, not just the leftmost-first one.
     let g = single(Expr::seq([Expr::Regex("a|ab".into()), lit("c")]));
     check(&g, &[b"ac", b"abc"], &[b"a", b"ab"], &[b"abb", b"bc"]);
 
     // A regex that cannot match makes the branch unproductive.
-    let g = single(Expr::alt([
-        Expr::seq([lit("a"), Expr::Regex("x[^\\s\\S]".into())]),
-        lit("ab"),
-    ]));
+    let g = single(Expr::alt([Expr::seq([lit("a"), Expr::Regex("x[^\\s\\S]".into())]), lit("ab")]));
     check(&g, &[b"ab"], &[b"a"], &[b"ax"]);
 
     // Unicode inside regexes, and prefixes that stop inside a character.
     let g = single(Expr::Regex("é+".into()));
     let e = "é".as_bytes();
-    check(
-        &g,
-        &[e, "éé".as_bytes()],
-        &[&e[..1], &"éé".as_bytes()[..3]],
-        &[&e[1..], b"e"],
-    );
+    check(&g, &[e, "éé".as_bytes()], &[&e[..1], &"éé".as_bytes()[..3]], &[&e[1..], b"e"]);
 
     // A regex that matches the empty string.
     let g = single(Expr::seq([Expr::Regex("x*".into()), lit("y")]));
@@ -358,34 +234,19 @@ fn regex_terminals() {
 
 #[test]
 fn construction_errors() {
-    let tok = Expr::Token(TokenRef {
-        token: TokenName::Text("<think>".into()),
-        negated: false,
-    });
+    let tok = Expr::Token(TokenRef { token: TokenName::Text("<think>".into()), negated: false });
     let g = single(Expr::seq([lit("a"), tok]));
-    assert!(matches!(
-        Recognizer::new(&g),
-        Err(ReferenceError::Token { .. })
-    ));
+    assert!(matches!(Recognizer::new(&g), Err(ReferenceError::Token { .. })));
 
     let g = single(Expr::alt([lit("a"), Expr::Rule(RuleId(7))]));
-    assert!(matches!(
-        Recognizer::new(&g),
-        Err(ReferenceError::BadRuleId { id: 7, .. })
-    ));
+    assert!(matches!(Recognizer::new(&g), Err(ReferenceError::BadRuleId { id: 7, .. })));
 
     let mut g = single(lit("a"));
     g.root = RuleId(1);
-    assert!(matches!(
-        Recognizer::new(&g),
-        Err(ReferenceError::BadRoot(1))
-    ));
+    assert!(matches!(Recognizer::new(&g), Err(ReferenceError::BadRoot(1))));
 
     let g = single(Expr::Regex("(".into()));
-    assert!(matches!(
-        Recognizer::new(&g),
-        Err(ReferenceError::Regex { .. })
-    ));
+    assert!(matches!(Recognizer::new(&g), Err(ReferenceError::Regex { .. })));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -402,29 +263,13 @@ fn json_grammar() -> Grammar {
     let string = g.add_rule("string", Expr::Empty);
     let chr = g.add_rule("char", Expr::Empty);
     let number = g.add_rule("number", Expr::Empty);
-    let ws = g.add_rule(
-        "ws",
-        Expr::star(Expr::class([
-            (' ', ' '),
-            ('\t', '\t'),
-            ('\n', '\n'),
-            ('\r', '\r'),
-        ])),
-    );
+    let ws = g.add_rule("ws", Expr::star(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n'), ('\r', '\r')])));
     let digits = || Expr::plus(Expr::class([('0', '9')]));
     let hex = || Expr::class([('0', '9'), ('a', 'f'), ('A', 'F')]);
     g.set_body(root, Expr::seq([rule(ws), rule(value), rule(ws)]));
     g.set_body(
         value,
-        Expr::alt([
-            rule(object),
-            rule(array),
-            rule(string),
-            rule(number),
-            lit("true"),
-            lit("false"),
-            lit("null"),
-        ]),
+        Expr::alt([rule(object), rule(array), rule(string), rule(number), lit("true"), lit("false"), lit("null")]),
     );
     g.set_body(
         object,
@@ -439,10 +284,7 @@ fn json_grammar() -> Grammar {
             lit("}"),
         ]),
     );
-    g.set_body(
-        member,
-        Expr::seq([rule(string), rule(ws), lit(":"), rule(ws), rule(value)]),
-    );
+    g.set_body(member, Expr::seq([rule(string), rule(ws), lit(":"), rule(ws), rule(value)]));
     g.set_body(
         array,
         Expr::seq([
@@ -456,10 +298,7 @@ fn json_grammar() -> Grammar {
             lit("]"),
         ]),
     );
-    g.set_body(
-        string,
-        Expr::seq([lit("\""), Expr::star(rule(chr)), lit("\"")]),
-    );
+    g.set_body(string, Expr::seq([lit("\""), Expr::star(rule(chr)), lit("\"")]));
     g.set_body(
         chr,
         Expr::alt([
@@ -467,9 +306,7 @@ fn json_grammar() -> Grammar {
             Expr::seq([
                 lit("\\"),
                 Expr::alt([
-                    Expr::Class(CharClass::new(
-                        "\"\\/bfnrt".chars().map(|c| (c as u32, c as u32)),
-                    )),
+                    Expr::Class(CharClass::new("\"\\/bfnrt".chars().map(|c| (c as u32, c as u32)))),
                     Expr::seq([lit("u"), hex(), hex(), hex(), hex()]),
                 ]),
             ]),
@@ -479,13 +316,7 @@ fn json_grammar() -> Grammar {
         number,
         Expr::seq([
             Expr::optional(lit("-")),
-            Expr::alt([
-                lit("0"),
-                Expr::seq([
-                    Expr::class([('1', '9')]),
-                    Expr::star(Expr::class([('0', '9')])),
-                ]),
-            ]),
+            Expr::alt([lit("0"), Expr::seq([Expr::class([('1', '9')]), Expr::star(Expr::class([('0', '9')]))])]),
             Expr::optional(Expr::seq([lit("."), digits()])),
             Expr::optional(Expr::seq([
                 Expr::class([('e', 'e'), ('E', 'E')]),
@@ -512,31 +343,8 @@ fn json_examples() {
             br#""\"""#,
             b"[true,false,null]",
         ],
-        &[
-            br#"{"a":[1,"#,
-            b"",
-            b" ",
-            br#"{"a"#,
-            b"-",
-            b"1.",
-            b"1e",
-            b"1e+",
-            b"tru",
-            br#""\u00"#,
-            b"[1,2",
-        ],
-        &[
-            br#"{"a":}"#,
-            br#"{"a":[1,]}"#,
-            b"01",
-            b"[1,,2]",
-            b"nul1",
-            b"{a:1}",
-            br#""\x""#,
-            b"[1]]",
-            b"+1",
-            b"1.e3",
-        ],
+        &[br#"{"a":[1,"#, b"", b" ", br#"{"a"#, b"-", b"1.", b"1e", b"1e+", b"tru", br#""\u00"#, b"[1,2"],
+        &[br#"{"a":}"#, br#"{"a":[1,]}"#, b"01", b"[1,,2]", b"nul1", b"{a:1}", br#""\x""#, b"[1]]", b"+1", b"1.e3"],
     );
 }
 
@@ -550,17 +358,13 @@ fn random_json(rng: &mut SplitMix64, depth: u32, out: &mut String) {
     let string = |rng: &mut SplitMix64, out: &mut String| {
         out.push('"');
         for _ in 0..rng.below(5) {
-            out.push_str(rng.pick::<&str>(&[
-                "a", "b", "z", " ", "é", "😀", "\\n", "\\\"", "\\\\", "\\u00e9", "/", "'",
-            ]));
+            out.push_str(
+                rng.pick::<&str>(&["a", "b", "z", " ", "é", "😀", "\\n", "\\\"", "\\\\", "\\u00e9", "/", "'"]),
+            );
         }
         out.push('"');
     };
-    let kind = if depth >= 3 {
-        rng.below(4)
-    } else {
-        rng.below(6)
-    };
+    let kind = if depth >= 3 { rng.below(4) } else { rng.below(6) };
     match kind {
         0 => string(rng, out),
         1 => {
@@ -624,8 +428,8 @@ fn serde_comparable(s: &[u8]) -> bool {
         Ok(_) => true,
         Err(e) => e.error_len().is_none(), // only cut short at the end
     };
-    let out_of_range = serde_json::from_slice::<serde_json::Value>(s)
-        .is_err_and(|e| e.to_string().contains("out of range"));
+    let out_of_range =
+        serde_json::from_slice::<serde_json::Value>(s).is_err_and(|e| e.to_string().contains("out of range"));
     utf8_ok && !out_of_range && !s.windows(2).any(|w| w == b"\\u")
 }
 
@@ -667,12 +471,7 @@ fn json_against_serde() {
         let mut doc = String::new();
         random_json(&mut rng, 0, &mut doc);
         let doc = doc.into_bytes();
-        assert_eq!(
-            serde_verdict(&doc),
-            Some(true),
-            "generator bug: {}",
-            String::from_utf8_lossy(&doc)
-        );
+        assert_eq!(serde_verdict(&doc), Some(true), "generator bug: {}", String::from_utf8_lossy(&doc));
         assert!(r.matches(&doc), "{}", String::from_utf8_lossy(&doc));
         // Cuts, and one-byte edits.
         let mut variants = Vec::new();
@@ -729,10 +528,7 @@ fn long_inputs() {
     let mut g = Grammar::new();
     let expr = g.add_rule("expr", Expr::Empty);
     let term = g.add_rule("term", Expr::plus(Expr::class([('0', '9')])));
-    g.set_body(
-        expr,
-        Expr::alt([Expr::seq([rule(expr), lit("+"), rule(term)]), rule(term)]),
-    );
+    g.set_body(expr, Expr::alt([Expr::seq([rule(expr), lit("+"), rule(term)]), rule(term)]));
     g.root = expr;
     let r = Recognizer::new(&g).unwrap();
     let sum: Vec<String> = (0..100).map(|i| i.to_string()).collect();
@@ -822,21 +618,13 @@ impl Enumerator<'_> {
     fn lang(&mut self, e: &Expr, langs: &[Lang]) -> Lang {
         match e {
             Expr::Empty => Lang::from([Vec::new()]),
-            Expr::Literal(b) => (b.len() <= self.max_bytes)
-                .then(|| b.clone())
-                .into_iter()
-                .collect(),
+            Expr::Literal(b) => (b.len() <= self.max_bytes).then(|| b.clone()).into_iter().collect(),
             Expr::Class(c) => self.chars(c),
             Expr::AnyChar => self.chars(&CharClass::new([(0, 0x10FFFF)])),
             Expr::Regex(p) => {
                 if !self.regex_cache.contains_key(p) {
                     let re = regex_automata::meta::Regex::new(&format!("^(?:{p})$")).unwrap();
-                    let l = self
-                        .strings
-                        .iter()
-                        .filter(|s| re.is_match(s.as_slice()))
-                        .cloned()
-                        .collect();
+                    let l = self.strings.iter().filter(|s| re.is_match(s.as_slice())).cloned().collect();
                     self.regex_cache.insert(p.clone(), l);
                 }
                 self.regex_cache[p].clone()
@@ -889,24 +677,14 @@ fn max_len(g: &Grammar, e: &Expr, depth: usize) -> Option<usize> {
     Some(match e {
         Expr::Empty => 0,
         Expr::Literal(b) => b.len(),
-        Expr::Class(c) => c
-            .code_points()
-            .last()
-            .map_or(0, |&(_, hi)| char::from_u32(hi).map_or(4, char::len_utf8)),
+        Expr::Class(c) => c.code_points().last().map_or(0, |&(_, hi)| char::from_u32(hi).map_or(4, char::len_utf8)),
         Expr::AnyChar | Expr::Token(_) => 4,
         Expr::Regex(_) => return None,
         Expr::Rule(r) => max_len(g, &g.rule(*r).body, depth + 1)?,
-        Expr::Seq(items) => items
-            .iter()
-            .map(|x| max_len(g, x, depth))
-            .sum::<Option<usize>>()?,
-        Expr::Alt(items) => items
-            .iter()
-            .map(|x| max_len(g, x, depth))
-            .collect::<Option<Vec<_>>>()?
-            .into_iter()
-            .max()
-            .unwrap_or(0),
+        Expr::Seq(items) => items.iter().map(|x| max_len(g, x, depth)).sum::<Option<usize>>()?,
+        Expr::Alt(items) => {
+            items.iter().map(|x| max_len(g, x, depth)).collect::<Option<Vec<_>>>()?.into_iter().max().unwrap_or(0)
+        }
         Expr::Repeat { expr, max, .. } => max_len(g, expr, depth)? * (*max)? as usize,
     })
 }
@@ -973,12 +751,7 @@ fn has_left_recursion(g: &Grammar) -> bool {
 /// `is_prefix(s)` holds exactly when `s` matches or some one-byte extension is a prefix.
 fn check_local_consistency(r: &Recognizer, s: &[u8]) {
     let extended = (0..=255u8).any(|b| r.is_prefix(&[s, &[b]].concat()));
-    assert_eq!(
-        r.is_prefix(s),
-        r.matches(s) || extended,
-        "local consistency at {:?}",
-        String::from_utf8_lossy(s)
-    );
+    assert_eq!(r.is_prefix(s), r.matches(s) || extended, "local consistency at {:?}", String::from_utf8_lossy(s));
 }
 
 /// Checks the reference recognizer on random grammars of `cfg`.
@@ -990,11 +763,7 @@ fn check_local_consistency(r: &Recognizer, s: &[u8]) {
 /// * for finite languages that the enumeration covers completely, `is_prefix` is exactly
 ///   "is a prefix of an enumerated member";
 /// * `is_prefix(s) == matches(s) || is_prefix(s + b)` for some byte `b`.
-fn check_random_grammars(
-    cfg: &RandomGrammarConfig,
-    seeds: std::ops::Range<u64>,
-    max_bytes: usize,
-) -> usize {
+fn check_random_grammars(cfg: &RandomGrammarConfig, seeds: std::ops::Range<u64>, max_bytes: usize) -> usize {
     let mut universe: Vec<char> = cfg.alphabet.iter().map(|&b| b as char).collect();
     universe.push('z');
     if cfg.allow_unicode {
@@ -1007,49 +776,24 @@ fn check_random_grammars(
         let g = random_grammar(seed, cfg);
         let r = Recognizer::new(&g).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{g:#?}"));
         for id in 0..g.rules.len() {
-            assert!(
-                r.is_productive(RuleId(id as u32)),
-                "seed {seed}: rule {id} unproductive\n{g:#?}"
-            );
+            assert!(r.is_productive(RuleId(id as u32)), "seed {seed}: rule {id} unproductive\n{g:#?}");
         }
         if !cfg.allow_left_recursion {
-            assert!(
-                !has_left_recursion(&g),
-                "seed {seed}: left recursion\n{g:#?}"
-            );
+            assert!(!has_left_recursion(&g), "seed {seed}: left recursion\n{g:#?}");
         }
-        let mut en = Enumerator {
-            g: &g,
-            universe: &universe,
-            strings: &strings,
-            max_bytes,
-            regex_cache: HashMap::new(),
-        };
+        let mut en =
+            Enumerator { g: &g, universe: &universe, strings: &strings, max_bytes, regex_cache: HashMap::new() };
         let lang = en.rules().swap_remove(g.root.0 as usize);
         let ctx = || format!("seed {seed}\n{g:#?}\nlanguage (<= {max_bytes} bytes): {lang:?}");
 
-        let prefixes: BTreeSet<&[u8]> = lang
-            .iter()
-            .flat_map(|t| (0..=t.len()).map(move |k| &t[..k]))
-            .collect();
+        let prefixes: BTreeSet<&[u8]> = lang.iter().flat_map(|t| (0..=t.len()).map(move |k| &t[..k])).collect();
         let is_complete = max_len(&g, &g.rule(g.root).body, 0).is_some_and(|m| m <= max_bytes);
         complete += is_complete as usize;
         for s in &strings {
             let (matches, is_prefix) = r.matches_and_is_prefix(s);
-            assert_eq!(
-                matches,
-                lang.contains(s),
-                "matches({:?})\n{}",
-                String::from_utf8_lossy(s),
-                ctx()
-            );
+            assert_eq!(matches, lang.contains(s), "matches({:?})\n{}", String::from_utf8_lossy(s), ctx());
             if is_complete {
-                assert_eq!(
-                    is_prefix,
-                    prefixes.contains(s.as_slice()),
-                    "is_prefix({s:?})\n{}",
-                    ctx()
-                );
+                assert_eq!(is_prefix, prefixes.contains(s.as_slice()), "is_prefix({s:?})\n{}", ctx());
             } else if prefixes.contains(s.as_slice()) {
                 assert!(is_prefix, "is_prefix({s:?})\n{}", ctx());
             }
@@ -1064,22 +808,10 @@ fn check_random_grammars(
         let mut rng = SplitMix64::new(seed);
         let mut probes: Vec<Vec<u8>> = (0..2).map(|_| rng.pick(&strings).clone()).collect();
         for k in 0..6 {
-            let Some(t) = random_string_in(&g, seed * 10 + k, 40) else {
-                panic!("no sample\n{}", ctx())
-            };
-            assert!(
-                r.matches(&t),
-                "sampled member {:?} does not match\n{}",
-                String::from_utf8_lossy(&t),
-                ctx()
-            );
+            let Some(t) = random_string_in(&g, seed * 10 + k, 40) else { panic!("no sample\n{}", ctx()) };
+            assert!(r.matches(&t), "sampled member {:?} does not match\n{}", String::from_utf8_lossy(&t), ctx());
             for i in 0..=t.len() {
-                assert!(
-                    r.is_prefix(&t[..i]),
-                    "prefix {:?} of sample {t:?}\n{}",
-                    &t[..i],
-                    ctx()
-                );
+                assert!(r.is_prefix(&t[..i]), "prefix {:?} of sample {t:?}\n{}", &t[..i], ctx());
             }
             if k == 0 {
                 probes.push(t[..rng.below(t.len().min(12) as u64 + 1) as usize].to_vec());
@@ -1094,15 +826,9 @@ fn check_random_grammars(
 
 #[test]
 fn random_finite_grammars_are_exact() {
-    let cfg = RandomGrammarConfig {
-        alphabet: b"ab".to_vec(),
-        ..RandomGrammarConfig::finite()
-    };
+    let cfg = RandomGrammarConfig { alphabet: b"ab".to_vec(), ..RandomGrammarConfig::finite() };
     let complete = check_random_grammars(&cfg, 0..100, 6);
-    assert!(
-        complete > 30,
-        "too few grammars were enumerated completely: {complete}"
-    );
+    assert!(complete > 30, "too few grammars were enumerated completely: {complete}");
 }
 
 #[test]
@@ -1130,11 +856,7 @@ fn random_grammars_without_left_recursion() {
 
 #[test]
 fn random_unicode_grammars() {
-    let cfg = RandomGrammarConfig {
-        alphabet: b"a(".to_vec(),
-        max_rules: 4,
-        ..RandomGrammarConfig::default()
-    };
+    let cfg = RandomGrammarConfig { alphabet: b"a(".to_vec(), max_rules: 4, ..RandomGrammarConfig::default() };
     check_random_grammars(&cfg, 2000..2100, 5);
 }
 

@@ -21,22 +21,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: extract_vocab MODEL.gguf OUT.tok.gguf.gz".into());
     };
     let meta = read_metadata_file(input)?;
-    let kvs: Vec<_> = meta
-        .kvs
-        .iter()
-        .filter(|(k, _)| k.starts_with("general.") || k.starts_with("tokenizer."))
-        .cloned()
-        .collect();
+    let kvs: Vec<_> =
+        meta.kvs.iter().filter(|(k, _)| k.starts_with("general.") || k.starts_with("tokenizer.")).cloned().collect();
     // Deterministic output: flate2's gzip header has no name and mtime 0.
     let mut gz = GzEncoder::new(BufWriter::new(File::create(output)?), Compression::best());
     write_metadata(&mut gz, &kvs)?;
     gz.finish()?.flush()?;
 
     // The fixture must give the same vocabulary and tokenizer as the model.
-    let (full, small) = (
-        Vocabulary::from_gguf(input)?,
-        Vocabulary::from_gguf(output)?,
-    );
+    let (full, small) = (Vocabulary::from_gguf(input)?, Vocabulary::from_gguf(output)?);
     if full != small {
         return Err(format!("{output}: vocabulary differs from {input}'s").into());
     }
@@ -45,10 +38,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if full.encode(probe)? != small.encode(probe)? {
         return Err(format!("{output}: tokenizer differs from {input}'s").into());
     }
-    eprintln!(
-        "{output}: {} keys, {} bytes",
-        kvs.len(),
-        std::fs::metadata(output)?.len()
-    );
+    eprintln!("{output}: {} keys, {} bytes", kvs.len(), std::fs::metadata(output)?.len());
     Ok(())
 }

@@ -5,7 +5,8 @@ use stencil_mask::{bitmask, vocab::fixtures, CompiledGrammar, Matcher};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let src = std::fs::read_to_string(&args[1]).unwrap();
-    let (vocab, tok) = if args.get(2).map(String::as_str) == Some("smollm2") { fixtures::smollm2() } else { fixtures::gemma3() };
+    let (vocab, tok) =
+        if args.get(2).map(String::as_str) == Some("smollm2") { fixtures::smollm2() } else { fixtures::gemma3() };
     let steps: usize = args.get(3).map_or(100, |s| s.parse().unwrap());
     let g0 = stencil_grammar::parse_gbnf("root ::= \"x\"").unwrap();
     CompiledGrammar::new(&g0, vocab.clone()).unwrap(); // builds the vocabulary's trie once
@@ -24,30 +25,57 @@ fn main() {
         let mut x = 12345u64;
         let mut times = Vec::new();
         let mut text = Vec::new();
-        let replay: Option<Vec<u32>> = std::env::var("PROBE_TEXT").ok().map(|f| tok.encode(&std::fs::read_to_string(f).unwrap()).unwrap());
+        let replay: Option<Vec<u32>> =
+            std::env::var("PROBE_TEXT").ok().map(|f| tok.encode(&std::fs::read_to_string(f).unwrap()).unwrap());
         for step in 0..steps {
-            if replay.as_ref().is_some_and(|r| step >= r.len()) { break; }
+            if replay.as_ref().is_some_and(|r| step >= r.len()) {
+                break;
+            }
             if pass == 1 && std::env::var("PROBE_STEP").ok().and_then(|v| v.parse::<usize>().ok()) == Some(step) {
                 let t = Instant::now();
-                for _ in 0..20000 { m.fill_mask(&mut mask).unwrap(); }
+                for _ in 0..20000 {
+                    m.fill_mask(&mut mask).unwrap();
+                }
                 println!("repeat step {step}: {:.2}us", t.elapsed().as_secs_f64() * 1e6 / 20000.0);
             }
             let t = Instant::now();
             m.fill_mask(&mut mask).unwrap();
             times.push(t.elapsed().as_secs_f64() * 1e6);
             let allowed: Vec<u32> = bitmask::allowed(&mask).filter(|&t| !vocab.is_eos(t)).collect();
-            if allowed.is_empty() { break; }
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if allowed.is_empty() {
+                break;
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
             // Prefer short tokens to finish: pick among allowed with bias.
-            let tok = match &replay { Some(r) => r[step], None => allowed[(x % allowed.len() as u64) as usize] };
+            let tok = match &replay {
+                Some(r) => r[step],
+                None => allowed[(x % allowed.len() as u64) as usize],
+            };
             let us = times.last().unwrap();
-            if pass == 1 && *us > 30.0 { println!("slow step {step}: {us:.1}us allowed={} after {:?}", allowed.len(), String::from_utf8_lossy(&text[text.len().saturating_sub(30)..])); }
+            if pass == 1 && *us > 30.0 {
+                println!(
+                    "slow step {step}: {us:.1}us allowed={} after {:?}",
+                    allowed.len(),
+                    String::from_utf8_lossy(&text[text.len().saturating_sub(30)..])
+                );
+            }
             text.extend_from_slice(vocab.token_bytes(tok));
             m.accept_token(tok).unwrap();
         }
         let mut s = times.clone();
         s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!("pass {pass}: n={} p50={:.1}us p99={:.1}us max={:.1}us total={:.1}ms", s.len(), s[s.len()/2], s[s.len()*99/100], s[s.len()-1], s.iter().sum::<f64>()/1e3);
-        if pass == 0 { println!("text: {:?}", String::from_utf8_lossy(&text[..text.len().min(300)])); }
+        println!(
+            "pass {pass}: n={} p50={:.1}us p99={:.1}us max={:.1}us total={:.1}ms",
+            s.len(),
+            s[s.len() / 2],
+            s[s.len() * 99 / 100],
+            s[s.len() - 1],
+            s.iter().sum::<f64>() / 1e3
+        );
+        if pass == 0 {
+            println!("text: {:?}", String::from_utf8_lossy(&text[..text.len().min(300)]));
+        }
     }
 }

@@ -38,7 +38,7 @@ pub(crate) fn compute(
     let mut accepted: Vec<u32> = Vec::new();
     let mut uncertain: Vec<(u32, u32)> = Vec::new(); // (token, escape depth)
     let mut escapes: Vec<u32> = Vec::new(); // depths on the current path where the rule may end
-    // next_bytes[d]: the bytes the set after d bytes can take.
+                                            // next_bytes[d]: the bytes the set after d bytes can take.
     let mut next_bytes: Vec<[u64; 4]> = vec![chart.next_bytes(a)];
     let mut i = 1;
     while i < trie.nodes.len() {

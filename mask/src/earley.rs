@@ -125,7 +125,14 @@ impl Chart {
     /// Adds to the last set the items that set `from` reaches by matching `token` with a
     /// token terminal (`<[id]>`; `!<[id]>` only when `token` is not an EOS token), then
     /// closes it. Returns whether any item was added.
-    pub fn merge_token_step(&mut self, a: &Automaton, from: usize, token: u32, is_eos: bool, scratch: &mut Scratch) -> (bool, StepInfo) {
+    pub fn merge_token_step(
+        &mut self,
+        a: &Automaton,
+        from: usize,
+        token: u32,
+        is_eos: bool,
+        scratch: &mut Scratch,
+    ) -> (bool, StepInfo) {
         let cur = self.len() - 1;
         let start = self.set_start(cur);
         scratch.begin(cur);
@@ -155,7 +162,12 @@ impl Chart {
     }
 
     /// Appends a set holding `items`, closed.
-    pub fn push_set(&mut self, a: &Automaton, items: impl IntoIterator<Item = Item>, scratch: &mut Scratch) -> StepInfo {
+    pub fn push_set(
+        &mut self,
+        a: &Automaton,
+        items: impl IntoIterator<Item = Item>,
+        scratch: &mut Scratch,
+    ) -> StepInfo {
         let start = self.items.len();
         self.ends.push(start as u32);
         scratch.begin(self.len() - 1);

@@ -92,9 +92,8 @@ impl CompiledGrammar {
     }
 
     fn state_masks(&self, state: u32, scratch: &mut Scratch) -> Result<&StateMasks, MatchError> {
-        let entry = self.cache[state as usize].get_or_init(|| {
-            cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch)
-        });
+        let entry = self.cache[state as usize]
+            .get_or_init(|| cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch));
         entry.as_ref().map_err(|&limit| MatchError::LimitExceeded { limit })
     }
 
@@ -135,7 +134,11 @@ impl Clone for Matcher {
 impl Matcher {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let mut scratch = grammar.new_scratch();
-        let (chart, _) = Chart::new(&grammar.automaton, &[Item { state: grammar.automaton.start_state, origin: NO_ORIGIN }], &mut scratch);
+        let (chart, _) = Chart::new(
+            &grammar.automaton,
+            &[Item { state: grammar.automaton.start_state, origin: NO_ORIGIN }],
+            &mut scratch,
+        );
         Matcher { grammar, chart, steps: Vec::new(), ended: false, scratch: Some(scratch) }
     }
 
@@ -174,7 +177,11 @@ impl Matcher {
     pub fn must_end(&self) -> bool {
         let a = &self.grammar.automaton;
         self.can_end()
-            && self.chart.last().iter().all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
+            && self
+                .chart
+                .last()
+                .iter()
+                .all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
     }
 
     fn take_scratch(&mut self) -> Scratch {
@@ -246,13 +253,25 @@ impl Matcher {
 
     /// Sets the tokens of `suffixes` that can follow once `item`'s rule ends, in the
     /// item's real context.
-    fn check_suffixes(&mut self, a: &Automaton, item: Item, suffixes: &TokenTrie, mask: &mut [u32], scratch: &mut Scratch) -> Result<(), MatchError> {
+    fn check_suffixes(
+        &mut self,
+        a: &Automaton,
+        item: Item,
+        suffixes: &TokenTrie,
+        mask: &mut [u32],
+        scratch: &mut Scratch,
+    ) -> Result<(), MatchError> {
         let rule = a.state_rule[item.state as usize];
         let callers: Vec<Item> = self
             .chart
             .set(item.origin as usize)
             .iter()
-            .flat_map(|p| a.calls[p.state as usize].iter().filter(|(r, _)| *r == rule).map(|&(_, t)| Item { state: t, origin: p.origin }))
+            .flat_map(|p| {
+                a.calls[p.state as usize]
+                    .iter()
+                    .filter(|(r, _)| *r == rule)
+                    .map(|&(_, t)| Item { state: t, origin: p.origin })
+            })
             .collect();
         if callers.is_empty() {
             return Ok(());
@@ -443,9 +462,7 @@ impl Matcher {
         if !(covered_all && self.forced_text_ends(&bytes)) {
             for _ in 0..4 {
                 let Some(&(start, _)) = tokens.last() else { break };
-                let straddles = trie
-                    .find(&bytes[start..])
-                    .is_some_and(|n| trie.nodes[n].subtree_end as usize > n + 1);
+                let straddles = trie.find(&bytes[start..]).is_some_and(|n| trie.nodes[n].subtree_end as usize > n + 1);
                 if !straddles && covered_all {
                     break;
                 }

@@ -115,4 +115,3 @@ mod tests {
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
     }
 }
-

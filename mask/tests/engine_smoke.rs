@@ -26,7 +26,10 @@ fn arithmetic() -> Grammar {
     let mut g = Grammar::new();
     let expr = g.add_rule("expr", Expr::Empty);
     let term = g.add_rule("term", Expr::plus(Expr::class([('0', '9')])));
-    g.set_body(expr, Expr::alt([Expr::seq([Expr::Rule(expr), Expr::literal("+"), Expr::Rule(term)]), Expr::Rule(term)]));
+    g.set_body(
+        expr,
+        Expr::alt([Expr::seq([Expr::Rule(expr), Expr::literal("+"), Expr::Rule(term)]), Expr::Rule(term)]),
+    );
     g.root = expr;
     g
 }

@@ -100,7 +100,10 @@ fn forced_tokens_spell_the_forced_bytes_and_stay_canonical() {
 #[test]
 fn batch_masks_equal_sequential_masks() {
     let (vocab, tok) = fixtures::gemma3();
-    let g = compile(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gbnf/json.gbnf")).unwrap(), &vocab);
+    let g = compile(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gbnf/json.gbnf")).unwrap(),
+        &vocab,
+    );
     let doc = r#"{"a": [1, 2.5, {"b": null}], "c": "text with spaces", "d": true}"#;
     let ids = tok.encode(doc).unwrap();
     let mut matchers: Vec<Matcher> = (0..ids.len())
@@ -113,7 +116,10 @@ fn batch_masks_equal_sequential_masks() {
     let mut sequential: Vec<Vec<u32>> = matchers.iter_mut().map(mask_of).collect();
     let mut batch: Vec<Vec<u32>> = vec![bitmask::new_mask(vocab.mask_width()); matchers.len()];
     // Fresh compiled grammar, so that threads race to fill the shared cache.
-    let g2 = compile(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gbnf/json.gbnf")).unwrap(), &vocab);
+    let g2 = compile(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gbnf/json.gbnf")).unwrap(),
+        &vocab,
+    );
     let mut fresh: Vec<Matcher> = (0..ids.len())
         .map(|k| {
             let mut m = Matcher::new(g2.clone());

@@ -26,21 +26,12 @@ fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 /// The id of the token whose raw GGUF text is `text`.
 fn raw_id(path: &str, text: &str) -> u32 {
     let meta = gguf::read_metadata_file(path).unwrap();
-    let tokens = meta
-        .get("tokenizer.ggml.tokens")
-        .unwrap()
-        .as_array()
-        .unwrap();
-    tokens
-        .iter()
-        .position(|t| t.as_bytes() == Some(text.as_bytes()))
-        .unwrap() as u32
+    let tokens = meta.get("tokenizer.ggml.tokens").unwrap().as_array().unwrap();
+    tokens.iter().position(|t| t.as_bytes() == Some(text.as_bytes())).unwrap() as u32
 }
 
 fn decode(vocab: &Vocabulary, ids: &[u32]) -> Vec<u8> {
-    ids.iter()
-        .flat_map(|&id| vocab.token_bytes(id).to_vec())
-        .collect()
+    ids.iter().flat_map(|&id| vocab.token_bytes(id).to_vec()).collect()
 }
 
 const SAMPLES: &[&str] = &[
@@ -76,10 +67,7 @@ fn smollm2_fixture_vocabulary() {
     let (vocab, _) = fixtures::smollm2();
     assert_eq!(vocab.len(), 49_152);
     assert_eq!(vocab.mask_width(), 49_152);
-    assert_eq!(
-        kind_counts(&vocab),
-        counts(&[("Control", 17), ("Normal", 49_135)])
-    );
+    assert_eq!(kind_counts(&vocab), counts(&[("Control", 17), ("Normal", 49_135)]));
     // EOG: <|endoftext|> (EOT), <|im_end|> (EOS), <reponame> (FIM repo).
     assert_eq!(vocab.eos_ids(), &[0, 2, 4]);
     assert_eq!(vocab.token_bytes(2), b"<|im_end|>");
@@ -91,9 +79,7 @@ fn smollm2_fixture_vocabulary() {
     assert_eq!(vocab.token_bytes(nl), b"\n");
     // Byte-level BPE, but 21 bytes have no token: control bytes, bytes never in UTF-8,
     // and the UTF-8 lead bytes of U+40000..U+BFFFF.
-    let missing: Vec<u8> = (0..=255u8)
-        .filter(|&b| vocab.find_token(&[b]).is_none())
-        .collect();
+    let missing: Vec<u8> = (0..=255u8).filter(|&b| vocab.find_token(&[b]).is_none()).collect();
     let mut expected = vec![4, 6, 19, 20, 22, 29, 192, 193, 241, 242];
     expected.extend(245..=255);
     assert_eq!(missing, expected);
@@ -105,12 +91,7 @@ fn gemma3_fixture_vocabulary() {
     assert_eq!(vocab.len(), 262_144);
     assert_eq!(
         kind_counts(&vocab),
-        counts(&[
-            ("Byte", 256),
-            ("Control", 6250),
-            ("Normal", 255_474),
-            ("UserDefined", 164)
-        ])
+        counts(&[("Byte", 256), ("Control", 6250), ("Normal", 255_474), ("UserDefined", 164)])
     );
     // EOG: <eos>, <end_of_turn>, and </s> (typed user-defined, made control as llama.cpp).
     assert_eq!(vocab.eos_ids(), &[1, 106, 212]);
@@ -118,22 +99,13 @@ fn gemma3_fixture_vocabulary() {
     assert_eq!(vocab.kind(212), TokenKind::Control);
     assert_eq!(vocab.kind(105), TokenKind::Control); // <start_of_turn>
     let nl = raw_id(fixtures::GEMMA3_PATH, "<0x0A>");
-    assert_eq!(
-        (vocab.token_bytes(nl), vocab.kind(nl)),
-        (&b"\n"[..], TokenKind::Byte)
-    );
+    assert_eq!((vocab.token_bytes(nl), vocab.kind(nl)), (&b"\n"[..], TokenKind::Byte));
     let ff = raw_id(fixtures::GEMMA3_PATH, "<0xFF>");
     assert_eq!(vocab.token_bytes(ff), b"\xff");
     let the = raw_id(fixtures::GEMMA3_PATH, "▁the");
-    assert_eq!(
-        (vocab.token_bytes(the), vocab.kind(the)),
-        (&b" the"[..], TokenKind::Normal)
-    );
+    assert_eq!((vocab.token_bytes(the), vocab.kind(the)), (&b" the"[..], TokenKind::Normal));
     // User-defined: newline, space and tab runs and HTML-like tags, verbatim.
-    assert_eq!(
-        (vocab.token_bytes(108), vocab.kind(108)),
-        (&b"\n\n"[..], TokenKind::UserDefined)
-    );
+    assert_eq!((vocab.token_bytes(108), vocab.kind(108)), (&b"\n\n"[..], TokenKind::UserDefined));
     assert_eq!(vocab.token_bytes(139), b"   ");
     assert_eq!(vocab.token_bytes(168), b"<table>");
     assert!(vocab.is_text(168));
@@ -149,15 +121,8 @@ fn fixtures_are_shared() {
 fn check_round_trips(vocab: &Vocabulary, tok: &Tokenizer) {
     for text in SAMPLES {
         let ids = tok.encode(text).unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&decode(vocab, &ids)),
-            *text,
-            "ids {ids:?} of {text:?}"
-        );
-        assert!(
-            ids.iter().all(|&id| vocab.is_text(id)),
-            "{text:?} gave a non-text token: {ids:?}"
-        );
+        assert_eq!(String::from_utf8_lossy(&decode(vocab, &ids)), *text, "ids {ids:?} of {text:?}");
+        assert!(ids.iter().all(|&id| vocab.is_text(id)), "{text:?} gave a non-text token: {ids:?}");
     }
 }
 
@@ -175,9 +140,7 @@ fn gemma3_tokenizer_round_trips() {
 
 fn pieces(vocab: &Vocabulary, tok: &Tokenizer, text: &str) -> Vec<String> {
     let ids = tok.encode(text).unwrap();
-    ids.iter()
-        .map(|&id| String::from_utf8_lossy(vocab.token_bytes(id)).into_owned())
-        .collect()
+    ids.iter().map(|&id| String::from_utf8_lossy(vocab.token_bytes(id)).into_owned()).collect()
 }
 
 #[test]
@@ -190,16 +153,10 @@ fn smollm2_known_tokenizations() {
     assert_eq!(pieces(&vocab, &tok, " the cat"), [" the", " cat"]);
     // Control-token text is plain text.
     assert!(tok.encode("<|im_end|>").unwrap().len() > 1);
-    assert_eq!(
-        decode(&vocab, &tok.encode("a▁b").unwrap()),
-        "a▁b".as_bytes()
-    );
+    assert_eq!(decode(&vocab, &tok.encode("a▁b").unwrap()), "a▁b".as_bytes());
     // Text that no tokens spell is an error, not a silent drop.
     for text in ["\u{4}", "a\u{4}b", "\u{50000}"] {
-        assert!(
-            matches!(tok.encode(text), Err(TokenizerError::NotRepresentable(_))),
-            "{text:?}"
-        );
+        assert!(matches!(tok.encode(text), Err(TokenizerError::NotRepresentable(_))), "{text:?}");
     }
 }
 
@@ -219,41 +176,28 @@ fn gemma3_known_tokenizations() {
     assert_eq!(ids.len(), 4);
     assert!(ids.iter().all(|&id| vocab.kind(id) == TokenKind::Byte));
     // SentencePiece reads a literal `▁` as a space (so does llama.cpp): not representable.
-    assert!(matches!(
-        tok.encode("a▁b"),
-        Err(TokenizerError::NotRepresentable(_))
-    ));
+    assert!(matches!(tok.encode("a▁b"), Err(TokenizerError::NotRepresentable(_))));
 }
 
 /// The full model files give exactly the fixtures' vocabularies and tokenizations.
 /// Needs `scripts/fetch-models.sh` (fails, saying so, when the models are missing).
 #[test]
 fn full_models_match_fixtures() {
-    for (file, (vocab, tok)) in [
-        (fixtures::SMOLLM2_MODEL_FILE, fixtures::smollm2()),
-        (fixtures::GEMMA3_MODEL_FILE, fixtures::gemma3()),
-    ] {
+    for (file, (vocab, tok)) in
+        [(fixtures::SMOLLM2_MODEL_FILE, fixtures::smollm2()), (fixtures::GEMMA3_MODEL_FILE, fixtures::gemma3())]
+    {
         let path = fixtures::model_path(file);
         let full = Vocabulary::from_gguf(&path).unwrap();
-        assert!(
-            full == *vocab,
-            "{file}: the vocabulary differs from the fixture's"
-        );
+        assert!(full == *vocab, "{file}: the vocabulary differs from the fixture's");
         let full_tok = Tokenizer::from_gguf(&path).unwrap();
         for text in SAMPLES {
-            assert_eq!(
-                full_tok.encode(text).unwrap(),
-                tok.encode(text).unwrap(),
-                "{file}: {text:?}"
-            );
+            assert_eq!(full_tok.encode(text).unwrap(), tok.encode(text).unwrap(), "{file}: {text:?}");
         }
     }
 }
 
 fn tiny(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/vocab")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/vocab").join(name)
 }
 
 #[test]
@@ -262,19 +206,10 @@ fn tokenizer_json_byte_level() {
     let vocab = Vocabulary::from_tokenizer_json(&path).unwrap();
     assert_eq!(vocab.len(), 268);
     assert_eq!(vocab.eos_ids(), &[0, 266]); // <|endoftext|>, <|im_end|>
-    assert_eq!(
-        (vocab.token_bytes(260), vocab.kind(260)),
-        (&b" the"[..], TokenKind::Normal)
-    );
+    assert_eq!((vocab.token_bytes(260), vocab.kind(260)), (&b" the"[..], TokenKind::Normal));
     assert_eq!(vocab.token_bytes(265), b"\n\n");
-    assert_eq!(
-        (vocab.token_bytes(266), vocab.kind(266)),
-        (&b"<|im_end|>"[..], TokenKind::Control)
-    );
-    assert_eq!(
-        (vocab.token_bytes(267), vocab.kind(267)),
-        (&b"<think>"[..], TokenKind::UserDefined)
-    );
+    assert_eq!((vocab.token_bytes(266), vocab.kind(266)), (&b"<|im_end|>"[..], TokenKind::Control));
+    assert_eq!((vocab.token_bytes(267), vocab.kind(267)), (&b"<think>"[..], TokenKind::UserDefined));
     let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
     assert_eq!(tok.encode(" the cat").unwrap(), [260, 264]);
     assert_eq!(tok.encode("a<think>b").unwrap()[1], 267);
@@ -293,18 +228,9 @@ fn tokenizer_json_sentencepiece_with_byte_fallback() {
     let vocab = Vocabulary::from_tokenizer_json(&path).unwrap();
     assert_eq!(vocab.len(), 277);
     assert_eq!(vocab.eos_ids(), &[1, 275]); // <eos>, <end_of_turn>
-    assert_eq!(
-        (vocab.token_bytes(4 + 0x21), vocab.kind(4 + 0x21)),
-        (&b"!"[..], TokenKind::Byte)
-    );
-    assert_eq!(
-        (vocab.token_bytes(271), vocab.kind(271)),
-        (&b" the"[..], TokenKind::Normal)
-    );
-    assert_eq!(
-        (vocab.token_bytes(276), vocab.kind(276)),
-        (&b"\n\n"[..], TokenKind::UserDefined)
-    );
+    assert_eq!((vocab.token_bytes(4 + 0x21), vocab.kind(4 + 0x21)), (&b"!"[..], TokenKind::Byte));
+    assert_eq!((vocab.token_bytes(271), vocab.kind(271)), (&b" the"[..], TokenKind::Normal));
+    assert_eq!((vocab.token_bytes(276), vocab.kind(276)), (&b"\n\n"[..], TokenKind::UserDefined));
     let tok = Tokenizer::from_tokenizer_json(&path).unwrap();
     assert_eq!(tok.encode("the cat!").unwrap(), [268, 274, 4 + 0x21]);
     for text in ["the cat", " the\n\ncat", "é😀!", "<eos>"] {
@@ -328,47 +254,22 @@ fn tokenizer_json_errors() {
 /// A small valid GGUF: a 6-token SentencePiece vocabulary.
 fn small_gguf() -> Vec<u8> {
     let strings = |v: &[&str]| {
-        GgufValue::Array(
-            GgufType::String,
-            v.iter()
-                .map(|s| GgufValue::String(s.as_bytes().to_vec()))
-                .collect(),
-        )
+        GgufValue::Array(GgufType::String, v.iter().map(|s| GgufValue::String(s.as_bytes().to_vec())).collect())
     };
     let kvs = vec![
-        (
-            "general.name".to_string(),
-            GgufValue::String(b"tiny".to_vec()),
-        ),
-        (
-            "tokenizer.ggml.model".to_string(),
-            GgufValue::String(b"llama".to_vec()),
-        ),
-        (
-            "tokenizer.ggml.tokens".to_string(),
-            strings(&["<eos>", "<0x0A>", "▁", "a", "▁a", "<b>"]),
-        ),
+        ("general.name".to_string(), GgufValue::String(b"tiny".to_vec())),
+        ("tokenizer.ggml.model".to_string(), GgufValue::String(b"llama".to_vec())),
+        ("tokenizer.ggml.tokens".to_string(), strings(&["<eos>", "<0x0A>", "▁", "a", "▁a", "<b>"])),
         (
             "tokenizer.ggml.scores".to_string(),
-            GgufValue::Array(
-                GgufType::F32,
-                [0.0, 0.0, -1.0, -2.0, -0.5, 0.0]
-                    .map(GgufValue::F32)
-                    .to_vec(),
-            ),
+            GgufValue::Array(GgufType::F32, [0.0, 0.0, -1.0, -2.0, -0.5, 0.0].map(GgufValue::F32).to_vec()),
         ),
         (
             "tokenizer.ggml.token_type".to_string(),
-            GgufValue::Array(
-                GgufType::I32,
-                [3, 6, 1, 1, 1, 4].map(GgufValue::I32).to_vec(),
-            ),
+            GgufValue::Array(GgufType::I32, [3, 6, 1, 1, 1, 4].map(GgufValue::I32).to_vec()),
         ),
         ("tokenizer.ggml.eos_token_id".to_string(), GgufValue::U32(0)),
-        (
-            "tokenizer.ggml.add_space_prefix".to_string(),
-            GgufValue::Bool(false),
-        ),
+        ("tokenizer.ggml.add_space_prefix".to_string(), GgufValue::Bool(false)),
     ];
     let mut out = Vec::new();
     gguf::write_metadata(&mut out, &kvs).unwrap();
@@ -386,10 +287,7 @@ fn small_gguf_reads_plain_and_gzip() {
     assert_eq!(vocab.eos_ids(), &[0]);
     let tok = Tokenizer::from_gguf_bytes(&bytes).unwrap();
     assert_eq!(tok.encode("a a\n<b>").unwrap(), [3, 4, 1, 5]);
-    assert!(matches!(
-        tok.encode("z"),
-        Err(TokenizerError::NoByteToken(b'z'))
-    ));
+    assert!(matches!(tok.encode("z"), Err(TokenizerError::NoByteToken(b'z'))));
 
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
@@ -404,23 +302,14 @@ fn bad_gguf_gives_typed_errors() {
     // Every truncation.
     for n in 0..good.len() {
         let err = gguf::read_metadata(&good[..n]).unwrap_err();
-        assert!(
-            matches!(err, GgufError::Truncated | GgufError::LengthTooLarge { .. }),
-            "{n}: {err}"
-        );
+        assert!(matches!(err, GgufError::Truncated | GgufError::LengthTooLarge { .. }), "{n}: {err}");
     }
     let mut bad = good.clone();
     bad[0] = b'X';
-    assert!(matches!(
-        gguf::read_metadata(&bad),
-        Err(GgufError::BadMagic(_))
-    ));
+    assert!(matches!(gguf::read_metadata(&bad), Err(GgufError::BadMagic(_))));
     let mut bad = good.clone();
     bad[4] = 1;
-    assert!(matches!(
-        gguf::read_metadata(&bad),
-        Err(GgufError::UnsupportedVersion(1))
-    ));
+    assert!(matches!(gguf::read_metadata(&bad), Err(GgufError::UnsupportedVersion(1))));
 
     // A header claiming 2^60 key/values, then an array claiming 2^62 strings.
     let header = |kv_count: u64| {
@@ -444,10 +333,7 @@ fn bad_gguf_gives_typed_errors() {
     // A string claiming u64::MAX bytes.
     let mut v = header(1);
     v.extend(u64::MAX.to_le_bytes());
-    assert!(matches!(
-        gguf::read_metadata(&v),
-        Err(GgufError::LengthTooLarge { .. })
-    ));
+    assert!(matches!(gguf::read_metadata(&v), Err(GgufError::LengthTooLarge { .. })));
     // Arrays nested deeper than allowed.
     let mut v = header(1);
     v.extend(1u64.to_le_bytes());
@@ -464,16 +350,10 @@ fn bad_gguf_gives_typed_errors() {
     v.extend(1u64.to_le_bytes());
     v.push(b'k');
     v.extend(13u32.to_le_bytes());
-    assert!(matches!(
-        gguf::read_metadata(&v),
-        Err(GgufError::BadType(13))
-    ));
+    assert!(matches!(gguf::read_metadata(&v), Err(GgufError::BadType(13))));
     // Valid GGUF, but no vocabulary.
     let v = header(0);
-    assert!(matches!(
-        Vocabulary::from_gguf_bytes(&v),
-        Err(GgufError::MissingKey(_))
-    ));
+    assert!(matches!(Vocabulary::from_gguf_bytes(&v), Err(GgufError::MissingKey(_))));
     assert!(Vocabulary::from_gguf("/nonexistent/model.gguf").is_err());
 }
 

@@ -576,7 +576,10 @@ fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
     let next_of = |t: u32| {
         let mut set = [0u64; 4];
         let mut can_end = false;
-        for x in std::iter::once(t).chain(a.same_origin[t as usize].iter().copied()).chain(a.predicted[t as usize].iter().copied()) {
+        for x in std::iter::once(t)
+            .chain(a.same_origin[t as usize].iter().copied())
+            .chain(a.predicted[t as usize].iter().copied())
+        {
             for (o, f) in set.iter_mut().zip(&a.first_bytes[x as usize]) {
                 *o |= f;
             }

@@ -43,7 +43,15 @@ impl<'a> NfaBuilder<'a> {
         inline: &'a [bool],
         token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     ) -> Self {
-        NfaBuilder { grammar, limits, inline, token_terminal, total_states: 0, rule_name: String::new(), nfa: Nfa::default() }
+        NfaBuilder {
+            grammar,
+            limits,
+            inline,
+            token_terminal,
+            total_states: 0,
+            rule_name: String::new(),
+            nfa: Nfa::default(),
+        }
     }
 
     /// The NFA of `rule`'s body.

@@ -15,15 +15,9 @@ use super::gguf::read_metadata_file;
 use super::{Tokenizer, Vocabulary};
 
 /// SmolLM2-135M-Instruct's tokenizer metadata (49,152 tokens, GPT-2 byte-level BPE).
-pub const SMOLLM2_PATH: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../fixtures/vocab/smollm2-135m.tok.gguf.gz"
-);
+pub const SMOLLM2_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/vocab/smollm2-135m.tok.gguf.gz");
 /// Gemma 3 270M's tokenizer metadata (262,144 tokens, SentencePiece with byte fallback).
-pub const GEMMA3_PATH: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../fixtures/vocab/gemma3-270m.tok.gguf.gz"
-);
+pub const GEMMA3_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/vocab/gemma3-270m.tok.gguf.gz");
 
 /// The full model files that `scripts/fetch-models.sh` fetches, by fixture.
 pub const SMOLLM2_MODEL_FILE: &str = "smollm2-135m-instruct.q4_1.gguf";

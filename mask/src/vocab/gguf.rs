@@ -61,11 +61,7 @@ pub enum GgufError {
     #[error("metadata key {key:?} has the wrong type")]
     WrongType { key: &'static str },
     #[error("{key:?} has {len} entries, expected {expected}")]
-    WrongLength {
-        key: &'static str,
-        len: usize,
-        expected: usize,
-    },
+    WrongLength { key: &'static str, len: usize, expected: usize },
     #[error("unsupported tokenizer model {0:?}")]
     UnsupportedModel(String),
     #[error("byte token {id} has malformed text {text:?}")]
@@ -258,28 +254,17 @@ impl GgufMetadata {
 
     /// The value of an array key; `MissingKey`/`WrongType` otherwise.
     pub(crate) fn array(&self, key: &'static str) -> Result<&[GgufValue], GgufError> {
-        self.get(key)
-            .ok_or(GgufError::MissingKey(key))?
-            .as_array()
-            .ok_or(GgufError::WrongType { key })
+        self.get(key).ok_or(GgufError::MissingKey(key))?.as_array().ok_or(GgufError::WrongType { key })
     }
 
     /// The value of an optional array key that must have `len` elements when present.
-    pub(crate) fn array_of_len(
-        &self,
-        key: &'static str,
-        len: usize,
-    ) -> Result<Option<&[GgufValue]>, GgufError> {
+    pub(crate) fn array_of_len(&self, key: &'static str, len: usize) -> Result<Option<&[GgufValue]>, GgufError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => {
                 let a = v.as_array().ok_or(GgufError::WrongType { key })?;
                 if a.len() != len {
-                    return Err(GgufError::WrongLength {
-                        key,
-                        len: a.len(),
-                        expected: len,
-                    });
+                    return Err(GgufError::WrongLength { key, len: a.len(), expected: len });
                 }
                 Ok(Some(a))
             }
@@ -307,19 +292,9 @@ fn read_with_limit(mut input: impl Read, len: u64) -> Result<GgufMetadata, GgufE
     let chained = head.chain(input);
     if head == [0x1f, 0x8b] {
         let gz = flate2::read::GzDecoder::new(chained).take(MAX_DECOMPRESSED);
-        Parser {
-            input: gz,
-            pos: 0,
-            left: MAX_DECOMPRESSED,
-        }
-        .metadata()
+        Parser { input: gz, pos: 0, left: MAX_DECOMPRESSED }.metadata()
     } else {
-        Parser {
-            input: chained,
-            pos: 0,
-            left: len,
-        }
-        .metadata()
+        Parser { input: chained, pos: 0, left: len }.metadata()
     }
 }
 
@@ -370,11 +345,7 @@ impl<R: Read> Parser<R> {
             let value = self.value(ty, 0)?;
             kvs.push((key, value));
         }
-        Ok(GgufMetadata {
-            version,
-            tensor_count,
-            kvs,
-        })
+        Ok(GgufMetadata { version, tensor_count, kvs })
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], GgufError> {
@@ -400,11 +371,7 @@ impl<R: Read> Parser<R> {
     fn check_len(&self, count: u64, size: u64) -> Result<(), GgufError> {
         match count.checked_mul(size) {
             Some(n) if n <= self.left => Ok(()),
-            _ => Err(GgufError::LengthTooLarge {
-                len: count,
-                offset: self.pos,
-                left: self.left,
-            }),
+            _ => Err(GgufError::LengthTooLarge { len: count, offset: self.pos, left: self.left }),
         }
     }
 
@@ -492,10 +459,7 @@ fn write_value(out: &mut impl Write, value: &GgufValue) -> io::Result<()> {
             out.write_all(&(values.len() as u64).to_le_bytes())?;
             for v in values {
                 if v.ty() != *elem {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "array element of the wrong type",
-                    ));
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "array element of the wrong type"));
                 }
                 write_value(out, v)?;
             }
@@ -542,13 +506,7 @@ pub const EOG_TEXTS: &[&str] = &[
 /// Token texts llama.cpp takes as the FIM pad / repo / file-separator tokens when the
 /// metadata names none; those are end-of-generation too.
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &[
-    "<|fim_repo|>",
-    "<|repo_name|>",
-    "<fim-repo>",
-    "<REPO>",
-    "<reponame>",
-];
+const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 /// Texts llama.cpp takes as the EOT token when `tokenizer.ggml.eot_token_id` is absent.
 const EOT_TEXTS: &[&str] = &[
@@ -589,11 +547,7 @@ impl<'a> RawVocab<'a> {
                 Some("gpt2") => GgufModel::Gpt2,
                 Some("llama") => GgufModel::Llama,
                 Some(other) => return Err(GgufError::UnsupportedModel(other.to_string())),
-                None => {
-                    return Err(GgufError::WrongType {
-                        key: "tokenizer.ggml.model",
-                    })
-                }
+                None => return Err(GgufError::WrongType { key: "tokenizer.ggml.model" }),
             },
         };
         const TOKENS: &str = "tokenizer.ggml.tokens";
@@ -619,12 +573,7 @@ impl<'a> RawVocab<'a> {
                 .collect::<Result<Vec<_>, _>>()?,
             None => vec![0.0; n],
         };
-        Ok(RawVocab {
-            model,
-            texts,
-            types,
-            scores,
-        })
+        Ok(RawVocab { model, texts, types, scores })
     }
 
     /// Each token's bytes and kind (see [`Vocabulary::from_gguf`]), given the EOG ids.
@@ -667,12 +616,7 @@ impl<'a> RawVocab<'a> {
         let id_of = |key: &str| meta.get_u64(key).filter(|&id| id < n).map(|id| id as u32);
         // llama.cpp's text → id map keeps the last id of a duplicated text.
         let by_text = |texts: &[&str]| -> Option<u32> {
-            texts.iter().find_map(|t| {
-                self.texts
-                    .iter()
-                    .rposition(|x| *x == t.as_bytes())
-                    .map(|i| i as u32)
-            })
+            texts.iter().find_map(|t| self.texts.iter().rposition(|x| *x == t.as_bytes()).map(|i| i as u32))
         };
         let mut eog = Vec::new();
         for (key, texts) in [
@@ -715,11 +659,7 @@ pub(crate) fn gpt2_byte_to_char() -> [char; 256] {
 
 /// The inverse of [`gpt2_byte_to_char`]: char → byte.
 pub(crate) fn gpt2_char_to_byte() -> HashMap<char, u8> {
-    gpt2_byte_to_char()
-        .iter()
-        .enumerate()
-        .map(|(b, &c)| (c, b as u8))
-        .collect()
+    gpt2_byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
 }
 
 /// Maps a byte-level token text back to its bytes; a char outside the table (not seen in
@@ -739,9 +679,7 @@ pub(crate) fn gpt2_decode(text: &[u8], table: &HashMap<char, u8>) -> Vec<u8> {
 /// The byte of an SPM byte token `<0xHH>`.
 pub(crate) fn parse_byte_token(text: &[u8]) -> Option<u8> {
     match text {
-        [b'<', b'0', b'x', h, l, b'>'] => {
-            u8::from_str_radix(std::str::from_utf8(&[*h, *l]).ok()?, 16).ok()
-        }
+        [b'<', b'0', b'x', h, l, b'>'] => u8::from_str_radix(std::str::from_utf8(&[*h, *l]).ok()?, 16).ok(),
         _ => None,
     }
 }

@@ -53,10 +53,7 @@ impl Vocabulary {
 
     /// [`Vocabulary::from_tokenizer_json`] with the caller's EOS ids (for instance from
     /// generation_config.json's `eos_token_id`).
-    pub fn from_tokenizer_json_with_eos(
-        path: impl AsRef<Path>,
-        eos: &[u32],
-    ) -> Result<Self, HfError> {
+    pub fn from_tokenizer_json_with_eos(path: impl AsRef<Path>, eos: &[u32]) -> Result<Self, HfError> {
         Self::from_tokenizer_json_str(&std::fs::read_to_string(path)?, Some(eos))
     }
 
@@ -90,9 +87,7 @@ pub(crate) struct HfTokens {
 impl HfTokens {
     pub fn new(json: &str) -> Result<Self, HfError> {
         let root: Value = serde_json::from_str(json)?;
-        let model = root
-            .get("model")
-            .ok_or_else(|| format_err("no \"model\""))?;
+        let model = root.get("model").ok_or_else(|| format_err("no \"model\""))?;
         let mut types = Vec::new();
         for part in ["normalizer", "pre_tokenizer", "decoder"] {
             collect_types(&root[part], &mut types);
@@ -100,29 +95,23 @@ impl HfTokens {
         let byte_level = types.iter().any(|t| t == "ByteLevel");
         let metaspace = !byte_level
             && (types.iter().any(|t| t == "Metaspace")
-                || ["normalizer", "decoder"]
-                    .iter()
-                    .any(|p| root[*p].to_string().contains('\u{2581}')));
-        let byte_fallback = model["byte_fallback"].as_bool().unwrap_or(false)
-            || types.iter().any(|t| t == "ByteFallback");
+                || ["normalizer", "decoder"].iter().any(|p| root[*p].to_string().contains('\u{2581}')));
+        let byte_fallback =
+            model["byte_fallback"].as_bool().unwrap_or(false) || types.iter().any(|t| t == "ByteFallback");
 
         // (id, text) of the model's own tokens.
         let mut entries: Vec<(u64, String)> = Vec::new();
         match &model["vocab"] {
             Value::Object(map) => {
                 for (text, id) in map {
-                    let id = id
-                        .as_u64()
-                        .ok_or_else(|| format_err("a vocab id is not a number"))?;
+                    let id = id.as_u64().ok_or_else(|| format_err("a vocab id is not a number"))?;
                     entries.push((id, text.clone()));
                 }
             }
             // Unigram: [[piece, score], ...] in id order.
             Value::Array(list) => {
                 for (id, item) in list.iter().enumerate() {
-                    let text = item[0]
-                        .as_str()
-                        .ok_or_else(|| format_err("bad unigram entry"))?;
+                    let text = item[0].as_str().ok_or_else(|| format_err("bad unigram entry"))?;
                     entries.push((id as u64, text.to_string()));
                 }
             }
@@ -131,24 +120,12 @@ impl HfTokens {
         let mut added: Vec<(u64, String, bool)> = Vec::new();
         if let Some(list) = root["added_tokens"].as_array() {
             for t in list {
-                let id = t["id"]
-                    .as_u64()
-                    .ok_or_else(|| format_err("added token without id"))?;
-                let text = t["content"]
-                    .as_str()
-                    .ok_or_else(|| format_err("added token without content"))?;
-                added.push((
-                    id,
-                    text.to_string(),
-                    t["special"].as_bool().unwrap_or(false),
-                ));
+                let id = t["id"].as_u64().ok_or_else(|| format_err("added token without id"))?;
+                let text = t["content"].as_str().ok_or_else(|| format_err("added token without content"))?;
+                added.push((id, text.to_string(), t["special"].as_bool().unwrap_or(false)));
             }
         }
-        let max_id = entries
-            .iter()
-            .map(|e| e.0)
-            .chain(added.iter().map(|a| a.0))
-            .max();
+        let max_id = entries.iter().map(|e| e.0).chain(added.iter().map(|a| a.0)).max();
         let len = match max_id {
             None => return Err(VocabError::Empty.into()),
             Some(id) if id >= MAX_ID => return Err(format_err("token id too large")),
@@ -169,11 +146,7 @@ impl HfTokens {
             texts[id] = Some(text);
         }
         for (id, text, special) in added {
-            let kind = if special {
-                TokenKind::Control
-            } else {
-                TokenKind::UserDefined
-            };
+            let kind = if special { TokenKind::Control } else { TokenKind::UserDefined };
             tokens[id as usize] = (text.as_bytes().to_vec(), kind);
             texts[id as usize] = Some(text);
         }

@@ -12,9 +12,9 @@
 
 use thiserror::Error;
 
-pub mod gguf;
 #[path = "fixture.rs"]
 pub mod fixtures;
+pub mod gguf;
 pub mod hf;
 pub mod tokenizer;
 

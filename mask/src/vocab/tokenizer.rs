@@ -72,15 +72,12 @@ impl std::fmt::Debug for Tokenizer {
             Inner::Hf(_) => "bpe",
             Inner::Spm(_) => "spm",
         };
-        f.debug_struct("Tokenizer")
-            .field("kind", &kind)
-            .finish_non_exhaustive()
+        f.debug_struct("Tokenizer").field("kind", &kind).finish_non_exhaustive()
     }
 }
 
 /// The GPT-2 pre-tokenizer pattern (what llama.cpp applies for `gpt2`-style `pre`s).
-const GPT2_PATTERN: &str =
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 const LLAMA3_PATTERN: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_PATTERN: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
@@ -132,9 +129,7 @@ impl Tokenizer {
             .zip(&raw.types)
             .enumerate()
             .filter(|&(id, (text, &ty))| {
-                ty == token_type::USER_DEFINED
-                    && !text.is_empty()
-                    && eog.binary_search(&(id as u32)).is_err()
+                ty == token_type::USER_DEFINED && !text.is_empty() && eog.binary_search(&(id as u32)).is_err()
             })
             .filter_map(|(id, (text, _))| Some((String::from_utf8(text.to_vec()).ok()?, id as u32)))
             .collect();
@@ -143,11 +138,7 @@ impl Tokenizer {
             GgufModel::Gpt2 => Inner::Hf(Box::new(bpe_from_gguf(meta, &raw)?)),
             GgufModel::Llama => Inner::Spm(Spm::new(meta, &raw)),
         };
-        Ok(Tokenizer::with_tokens(
-            inner,
-            user_defined,
-            raw.tokens(&eog)?,
-        ))
+        Ok(Tokenizer::with_tokens(inner, user_defined, raw.tokens(&eog)?))
     }
 
     /// A Hugging Face tokenizer.json, run by the `tokenizers` crate, with special-token
@@ -164,30 +155,17 @@ impl Tokenizer {
         let tokens = super::hf::HfTokens::new(&json)?.tokens;
         let mut tok: tokenizers::Tokenizer = json.parse()?;
         tok.set_encode_special_tokens(true);
-        Ok(Tokenizer::with_tokens(
-            Inner::Hf(Box::new(tok)),
-            Vec::new(),
-            tokens,
-        ))
+        Ok(Tokenizer::with_tokens(Inner::Hf(Box::new(tok)), Vec::new(), tokens))
     }
 
-    fn with_tokens(
-        inner: Inner,
-        user_defined: Vec<(String, u32)>,
-        tokens: Vec<(Vec<u8>, super::TokenKind)>,
-    ) -> Self {
+    fn with_tokens(inner: Inner, user_defined: Vec<(String, u32)>, tokens: Vec<(Vec<u8>, super::TokenKind)>) -> Self {
         let mut bytes = Vec::new();
         let mut offsets = vec![0];
         for (b, _) in tokens {
             bytes.extend_from_slice(&b);
             offsets.push(bytes.len());
         }
-        Tokenizer {
-            inner,
-            bytes,
-            offsets,
-            user_defined,
-        }
+        Tokenizer { inner, bytes, offsets, user_defined }
     }
 
     /// The ids of `text`, without BOS/EOS; special-token text is encoded as text.
@@ -276,16 +254,12 @@ fn split_user_defined<'a>(text: &'a str, tokens: &[(String, u32)]) -> Vec<Piece<
 }
 
 /// A `tokenizers` byte-level BPE from the GGUF tokens and merges.
-fn bpe_from_gguf(
-    meta: &GgufMetadata,
-    raw: &RawVocab<'_>,
-) -> Result<tokenizers::Tokenizer, TokenizerError> {
+fn bpe_from_gguf(meta: &GgufMetadata, raw: &RawVocab<'_>) -> Result<tokenizers::Tokenizer, TokenizerError> {
     let pre = meta.get_str("tokenizer.ggml.pre").unwrap_or("default");
     let patterns = pre_patterns(pre).ok_or_else(|| TokenizerError::UnsupportedPre(pre.into()))?;
     let mut vocab = Vocab::default();
     for (id, text) in raw.texts.iter().enumerate() {
-        let text =
-            std::str::from_utf8(text).map_err(|_| TokenizerError::TokenNotUtf8(id as u32))?;
+        let text = std::str::from_utf8(text).map_err(|_| TokenizerError::TokenNotUtf8(id as u32))?;
         vocab.insert(text.to_string(), id as u32);
     }
     const MERGES: &str = "tokenizer.ggml.merges";
@@ -296,22 +270,14 @@ fn bpe_from_gguf(
         for (i, merge) in m.iter().enumerate() {
             let merge = merge.as_str().ok_or(TokenizerError::BadMerge(i))?;
             // llama.cpp splits at the first space after the first byte.
-            let at = merge
-                .bytes()
-                .skip(1)
-                .position(|b| b == b' ')
-                .ok_or(TokenizerError::BadMerge(i))?;
+            let at = merge.bytes().skip(1).position(|b| b == b' ').ok_or(TokenizerError::BadMerge(i))?;
             merges.push((merge[..at + 1].to_string(), merge[at + 2..].to_string()));
         }
     }
     let bpe = BPE::builder().vocab_and_merges(vocab, merges).build()?;
     let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
     for p in patterns {
-        let split = Split::new(
-            SplitPattern::Regex(p.into()),
-            SplitDelimiterBehavior::Isolated,
-            false,
-        )?;
+        let split = Split::new(SplitPattern::Regex(p.into()), SplitDelimiterBehavior::Isolated, false)?;
         steps.push(split.into());
     }
     steps.push(ByteLevel::new(false, false, false).into());
@@ -339,9 +305,7 @@ struct Bigram {
 impl Ord for Bigram {
     /// Highest score first, then leftmost.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .total_cmp(&other.score)
-            .then(other.left.cmp(&self.left))
+        self.score.total_cmp(&other.score).then(other.left.cmp(&self.left))
     }
 }
 
@@ -370,38 +334,17 @@ struct Symbol {
 
 impl Spm {
     fn new(meta: &GgufMetadata, raw: &RawVocab<'_>) -> Self {
-        let ids = raw
-            .texts
-            .iter()
-            .enumerate()
-            .map(|(id, t)| (t.to_vec(), id as u32))
-            .collect();
-        let add_space_prefix = meta
-            .get("tokenizer.ggml.add_space_prefix")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(true);
-        Spm {
-            ids,
-            scores: raw.scores.clone(),
-            add_space_prefix,
-        }
+        let ids = raw.texts.iter().enumerate().map(|(id, t)| (t.to_vec(), id as u32)).collect();
+        let add_space_prefix = meta.get("tokenizer.ggml.add_space_prefix").and_then(|v| v.as_bool()).unwrap_or(true);
+        Spm { ids, scores: raw.scores.clone(), add_space_prefix }
     }
 
     fn byte_token(&self, b: u8) -> Result<u32, TokenizerError> {
         let hex = format!("<0x{b:02X}>");
-        self.ids
-            .get(hex.as_bytes())
-            .or_else(|| self.ids.get(&[b][..]))
-            .copied()
-            .ok_or(TokenizerError::NoByteToken(b))
+        self.ids.get(hex.as_bytes()).or_else(|| self.ids.get(&[b][..])).copied().ok_or(TokenizerError::NoByteToken(b))
     }
 
-    fn encode(
-        &self,
-        text: &str,
-        prev_special: bool,
-        out: &mut Vec<u32>,
-    ) -> Result<(), TokenizerError> {
+    fn encode(&self, text: &str, prev_special: bool, out: &mut Vec<u32>) -> Result<(), TokenizerError> {
         let mut s = String::with_capacity(text.len() + 3);
         if self.add_space_prefix && prev_special {
             s.push(' ');
@@ -413,12 +356,7 @@ impl Spm {
         let mut start = 0;
         for c in std::str::from_utf8(s).expect("from a str").chars() {
             let i = symbols.len();
-            symbols.push(Symbol {
-                start,
-                len: c.len_utf8(),
-                prev: i.checked_sub(1),
-                next: Some(i + 1),
-            });
+            symbols.push(Symbol { start, len: c.len_utf8(), prev: i.checked_sub(1), next: Some(i + 1) });
             start += c.len_utf8();
         }
         if let Some(last) = symbols.last_mut() {
@@ -427,24 +365,17 @@ impl Spm {
             return Ok(());
         }
         let mut queue = BinaryHeap::new();
-        let try_add = |queue: &mut BinaryHeap<Bigram>,
-                       symbols: &[Symbol],
-                       left: Option<usize>,
-                       right: Option<usize>| {
-            let (Some(left), Some(right)) = (left, right) else {
-                return;
+        let try_add =
+            |queue: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: Option<usize>, right: Option<usize>| {
+                let (Some(left), Some(right)) = (left, right) else {
+                    return;
+                };
+                let (l, r) = (symbols[left], symbols[right]);
+                let text = &s[l.start..l.start + l.len + r.len];
+                if let Some(&id) = self.ids.get(text) {
+                    queue.push(Bigram { score: self.scores[id as usize], left, right, size: text.len() });
+                }
             };
-            let (l, r) = (symbols[left], symbols[right]);
-            let text = &s[l.start..l.start + l.len + r.len];
-            if let Some(&id) = self.ids.get(text) {
-                queue.push(Bigram {
-                    score: self.scores[id as usize],
-                    left,
-                    right,
-                    size: text.len(),
-                });
-            }
-        };
         for i in 1..symbols.len() {
             try_add(&mut queue, &symbols, Some(i - 1), Some(i));
         }
