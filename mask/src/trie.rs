@@ -89,10 +89,6 @@ impl TokenTrie {
         }
         Some(n)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.token_ids.is_empty()
-    }
 }
 
 #[cfg(test)]
