@@ -98,3 +98,21 @@ fn rule_ids_are_checked() {
     g.root = g.add_rule("root", Expr::Rule(RuleId(7)));
     assert!(CompiledGrammar::new(&g, vocab(&["a"])).is_err());
 }
+
+/// A rule other than the first whose automaton loops back to its start state
+/// (regression: the loop pointed at global state 0).
+#[test]
+fn loops_back_to_a_later_rules_start() {
+    let mut g = Grammar::new();
+    let root = g.add_rule("root", Expr::Empty);
+    // Not inlined: recursive through root.
+    let items = g.add_rule("items", Expr::seq([Expr::Regex("a*b".into()), Expr::optional(Expr::Rule(root))]));
+    g.set_body(root, Expr::seq([Expr::literal("["), Expr::Rule(items), Expr::literal("]")]));
+    g.root = root;
+    let v = vocab(&["[", "a", "b", "]", "aa", "ab"]);
+    let mut m = Matcher::new(CompiledGrammar::new(&g, v.clone()).unwrap());
+    for t in ["[", "a", "aa", "b", "[", "ab", "]", "]"] {
+        m.accept_token(id(&v, t)).unwrap_or_else(|e| panic!("{t}: {e}"));
+    }
+    assert!(m.must_end());
+}

@@ -155,6 +155,17 @@ proptest! {
 }
 
 #[test]
+fn regression_seeds() {
+    for seed in [11413714867090262023u64, 6421353701260938978, 1789990706376616646] {
+        let cfg = config(false, true);
+        let g = random_grammar(seed, &cfg);
+        if let Err(e) = check_walk(&g, small_vocab(&cfg.alphabet, 0), seed, 12) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+}
+
+#[test]
 fn forks_are_independent() {
     let cfg = config(true, false);
     let g = random_grammar(7, &cfg);

@@ -306,7 +306,7 @@ fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Resu
     let mut sets: Vec<Vec<u32>> = Vec::new();
     let mut start = vec![0u32];
     eps_closure(nfa, &mut start, &mut seen, stamp);
-    ids.insert(start.clone(), 0);
+    ids.insert(start.clone(), base);
     sets.push(start);
     let n_classes = a.n_classes;
     let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); n_classes];
