@@ -76,6 +76,13 @@ impl PartialEq for Vocabulary {
 impl Eq for Vocabulary {}
 
 impl Vocabulary {
+    /// Builds the vocabulary's token index now (it is otherwise built by the first
+    /// [`crate::CompiledGrammar`] that uses this vocabulary), so that grammar compile
+    /// times do not include it.
+    pub fn prepare(&self) {
+        self.text_trie();
+    }
+
     /// The trie of text tokens (built once, on first use).
     pub(crate) fn text_trie(&self) -> std::sync::Arc<crate::trie::TokenTrie> {
         self.trie
