@@ -17,6 +17,8 @@ pub struct Limits {
     pub max_expression_depth: usize,
     /// Earley items one byte step may create before the step is abandoned with an error.
     pub max_items_per_step: usize,
+    /// Wall-clock time `CompiledGrammar::new` may take.
+    pub max_compile_time: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -26,6 +28,7 @@ impl Default for Limits {
             max_automaton_states: 500_000,
             max_expression_depth: 512,
             max_items_per_step: 200_000,
+            max_compile_time: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -37,6 +40,7 @@ pub enum LimitKind {
     AutomatonStates,
     ExpressionDepth,
     ItemsPerStep,
+    CompileTime,
 }
 
 impl std::fmt::Display for LimitKind {
@@ -46,6 +50,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::AutomatonStates => "max_automaton_states",
             LimitKind::ExpressionDepth => "max_expression_depth",
             LimitKind::ItemsPerStep => "max_items_per_step",
+            LimitKind::CompileTime => "max_compile_time",
         })
     }
 }

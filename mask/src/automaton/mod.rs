@@ -90,6 +90,7 @@ impl Automaton {
 
     /// Compiles `grammar`, resolving token references against `vocab`.
     pub fn compile(grammar: &Grammar, vocab: &Vocabulary, limits: &Limits) -> Result<Self, CompileError> {
+        let started = std::time::Instant::now();
         let n_rules = grammar.rules.len();
         if grammar.root.0 as usize >= n_rules {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
@@ -174,12 +175,13 @@ impl Automaton {
             start_state: 0,
             accept_state: 0,
         };
+        let deadline = started + limits.max_compile_time;
         for (r, nfa) in nfas.iter().enumerate() {
             if let Some(nfa) = nfa {
                 a.rule_start[r] = a.n_states() as u32;
-                determinize(&mut a, nfa, r as u32, limits)?;
+                determinize(&mut a, nfa, r as u32, limits, deadline)?;
                 let base = a.rule_start[r] as usize;
-                minimize(&mut a, base);
+                minimize(&mut a, base, deadline);
             }
         }
         a.terminals = terminals;
@@ -234,12 +236,14 @@ fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// Size of an expression for the inlining decision.
-fn expr_size(e: &Expr) -> usize {
+/// Size of an expression for the inlining decision; a reference to a rule counts as the
+/// size that rule expands to (`rule_size`) when it is inlined itself, else as 1.
+fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
     match e {
-        Expr::Seq(v) | Expr::Alt(v) => 1 + v.iter().map(expr_size).sum::<usize>(),
-        Expr::Repeat { expr, min, max } => 1 + expr_size(expr) * (*max).unwrap_or(*min).clamp(1, 8) as usize,
+        Expr::Seq(v) | Expr::Alt(v) => 1 + v.iter().map(|x| expr_size(x, rule_size)).sum::<usize>(),
+        Expr::Repeat { expr, min, max } => 1 + expr_size(expr, rule_size) * (*max).unwrap_or(*min).clamp(1, 8) as usize,
         Expr::Literal(b) => 1 + b.len() / 8,
+        Expr::Rule(r) => rule_size(r.0),
         _ => 1,
     }
 }
@@ -272,9 +276,39 @@ fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
             false
         })
         .collect();
-    (0..n)
-        .map(|r| r != grammar.root.0 as usize && !recursive[r] && expr_size(&grammar.rules[r].body) <= INLINE_MAX_SIZE)
-        .collect()
+    // Decide callees first (non-recursive rules form a DAG), so that a small rule whose
+    // callees are inlined counts their size too: only small expansions are inlined.
+    let mut inline = vec![false; n];
+    let mut size: Vec<Option<usize>> = vec![None; n];
+    fn visit(
+        r: usize,
+        grammar: &Grammar,
+        recursive: &[bool],
+        inline: &mut [bool],
+        size: &mut [Option<usize>],
+    ) -> usize {
+        if let Some(s) = size[r] {
+            return s;
+        }
+        if recursive[r] {
+            size[r] = Some(1);
+            return 1;
+        }
+        size[r] = Some(1); // provisional (no cycles among non-recursive rules)
+        let mut callees = Vec::new();
+        grammar.rules[r].body.for_each_rule(&mut |id| callees.push(id.0 as usize));
+        for c in callees {
+            visit(c, grammar, recursive, inline, size);
+        }
+        let own = expr_size(&grammar.rules[r].body, &|c| if inline[c as usize] { size[c as usize].unwrap_or(1) } else { 1 });
+        inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
+        size[r] = Some(own);
+        own
+    }
+    for r in 0..n {
+        visit(r, grammar, &recursive, &mut inline, &mut size);
+    }
+    inline
 }
 
 fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
@@ -298,7 +332,13 @@ fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
 }
 
 /// Subset construction of one rule's NFA, appending states to `a`.
-fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Result<(), CompileError> {
+fn determinize(
+    a: &mut Automaton,
+    nfa: &Nfa,
+    rule: u32,
+    limits: &Limits,
+    deadline: std::time::Instant,
+) -> Result<(), CompileError> {
     let base = a.n_states() as u32;
     let mut seen = vec![0u32; nfa.edges.len()];
     let mut stamp = 1u32;
@@ -316,6 +356,13 @@ fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Resu
             return Err(CompileError::LimitExceeded {
                 limit: LimitKind::AutomatonStates,
                 value: limits.max_automaton_states,
+                rule: a.rule_names[rule as usize].clone(),
+            });
+        }
+        if i % 1024 == 1023 && std::time::Instant::now() > deadline {
+            return Err(CompileError::LimitExceeded {
+                limit: LimitKind::CompileTime,
+                value: limits.max_compile_time.as_millis() as usize,
                 rule: a.rule_names[rule as usize].clone(),
             });
         }
@@ -365,10 +412,18 @@ fn determinize(a: &mut Automaton, nfa: &Nfa, rule: u32, limits: &Limits) -> Resu
     Ok(())
 }
 
+/// Rules with more states than this are left unminimized (Moore's refinement is
+/// quadratic in the worst case; minimizing is an optimization, not needed for correctness).
+const MINIMIZE_MAX_STATES: usize = 20_000;
+
 /// Merges equivalent states of the rule whose states are `base..` (Moore's partition
 /// refinement), keeping the start state first. Fewer states means fewer mask-cache entries.
-fn minimize(a: &mut Automaton, base: usize) {
+/// Gives up, leaving the rule as it is, past `deadline`.
+fn minimize(a: &mut Automaton, base: usize, deadline: std::time::Instant) {
     let n = a.n_states() - base;
+    if n > MINIMIZE_MAX_STATES {
+        return;
+    }
     let nc = a.n_classes;
     let mut class: Vec<u32> = (0..n).map(|i| a.is_final[base + i] as u32).collect();
     let mut n_classes = 0;
@@ -391,6 +446,9 @@ fn minimize(a: &mut Automaton, base: usize) {
         }
         let count = ids.len();
         class = next;
+        if std::time::Instant::now() > deadline {
+            return;
+        }
         if count == n_classes {
             break;
         }
