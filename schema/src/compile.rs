@@ -1,0 +1,2270 @@
+//! Schema → grammar. A value position is a set of schema locations that must all hold (a
+//! conjunction). `$ref` and `allOf` add to the set, `anyOf`/`oneOf`/`if` branch it (into a
+//! disjunction of conjunctions); each conjunction is merged into per-type constraints and
+//! emitted as grammar. One rule per distinct conjunction, so recursion closes on itself.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use regex_syntax::hir::{Hir, HirKind, Repetition};
+use serde_json::{Map, Value};
+use stencil_grammar::{Expr, Grammar, RuleId};
+
+use crate::ecma::full_match_hir;
+use crate::escape::{escape_hir, json_string, length_hir};
+use crate::numbers::{decimal_range_regex, int_range_regex, Decimal};
+use crate::resolve::{escape_pointer_token, Loc, Resources};
+use crate::{CompiledSchema, Draft, Mode, SchemaError, SchemaOptions, Unenforced, Whitespace};
+
+/// Interned schema location.
+type Sid = u32;
+/// A member of a conjunction: a schema, or the negation of a simple one.
+type Member = (Sid, bool);
+type Conj = BTreeSet<Member>;
+
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_INT: u8 = 4;
+const T_FRAC: u8 = 8;
+const T_STR: u8 = 16;
+const T_ARR: u8 = 32;
+const T_OBJ: u8 = 64;
+const T_ALL: u8 = 127;
+
+const MAX_BRANCHES: usize = 256;
+const MAX_RULES: usize = 200_000;
+const TIME_LIMIT: Duration = Duration::from_secs(10);
+
+fn type_bits(name: &str) -> Option<u8> {
+    Some(match name {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_INT | T_FRAC,
+        "string" => T_STR,
+        "array" => T_ARR,
+        "object" => T_OBJ,
+        _ => return None,
+    })
+}
+
+fn value_type(v: &Value) -> u8 {
+    match v {
+        Value::Null => T_NULL,
+        Value::Bool(_) => T_BOOL,
+        Value::Number(n) => {
+            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
+                T_INT
+            } else {
+                T_FRAC
+            }
+        }
+        Value::String(_) => T_STR,
+        Value::Array(_) => T_ARR,
+        Value::Object(_) => T_OBJ,
+    }
+}
+
+/// JSON Schema equality (1 == 1.0).
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (Decimal::from_number(x), Decimal::from_number(y)) {
+            (Some(p), Some(q)) => p == q,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Keywords that constrain nothing (annotations, structure handled elsewhere).
+const IGNORED: &[&str] = &[
+    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$defs", "definitions", "$comment",
+    "$vocabulary", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentMediaType", "contentEncoding", "contentSchema", "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf",
+    "oneOf", "if", "then", "else",
+];
+
+#[derive(Default, Clone)]
+struct StrCons {
+    min_len: u64,
+    max_len: Option<u64>,
+    /// (pattern, pointer of its schema)
+    patterns: Vec<(String, String)>,
+    formats: Vec<(String, String)>,
+}
+
+#[derive(Clone, Default)]
+struct NumCons {
+    min: Option<(Decimal, bool)>,
+    max: Option<(Decimal, bool)>,
+    multiple_of: Vec<(Decimal, String)>,
+}
+
+#[derive(Default)]
+struct Node {
+    types: u8,
+    values: Option<Vec<Value>>,
+    not_types: u8,
+    not_values: Vec<Value>,
+    str: StrCons,
+    num: NumCons,
+    members: Vec<Sid>,
+    /// (keyword, pointer) pairs left unenforced, decided by the branch emitter.
+    unsupported: Vec<(String, String, String)>,
+}
+
+struct Style {
+    ws: Option<Expr>,
+    item_sep: String,
+    key_sep: String,
+    indent: Option<usize>,
+}
+
+pub(crate) struct Ctx<'o> {
+    opts: &'o SchemaOptions,
+    res: Resources,
+    locs: Vec<Loc>,
+    sid_of: HashMap<Loc, Sid>,
+    g: Grammar,
+    names: std::collections::HashSet<String>,
+    memo: HashMap<(Conj, usize), Option<RuleId>>,
+    warnings: Vec<Unenforced>,
+    warned: std::collections::HashSet<(String, String)>,
+    style: Style,
+    start: Instant,
+    validators: HashMap<Sid, Option<jsonschema::Validator>>,
+    any_string: Option<RuleId>,
+}
+
+pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+    let res = Resources::new(schema, opts.default_draft);
+    let mut ctx = Ctx {
+        opts,
+        res,
+        locs: Vec::new(),
+        sid_of: HashMap::new(),
+        g: Grammar::new(),
+        names: Default::default(),
+        memo: HashMap::new(),
+        warnings: Vec::new(),
+        warned: Default::default(),
+        style: Style { ws: None, item_sep: String::new(), key_sep: String::new(), indent: None },
+        start: Instant::now(),
+        validators: HashMap::new(),
+        any_string: None,
+    };
+    ctx.setup_style();
+    let root_sid = ctx.sid(&(0, String::new()));
+    let root = ctx.value_rule(&[(root_sid, false)].into_iter().collect(), 0, Some("root"))?;
+    match root {
+        Some(Expr::Rule(id)) => ctx.g.root = id,
+        Some(e) => ctx.g.root = ctx.g.add_rule("root", e),
+        None => {
+            return Err(SchemaError::Unsatisfiable { pointer: String::new(), reason: "no JSON value satisfies it".into() })
+        }
+    }
+    Ok(CompiledSchema { grammar: ctx.g, warnings: ctx.warnings })
+}
+
+/// Keeps the engine from expanding a rule into its callers (it inlines small rules): a
+/// whole object expanded into its parent makes one huge automaton per document.
+fn no_inline(e: Expr) -> Expr {
+    let mut v = vec![Expr::Empty; 8];
+    v.push(e);
+    Expr::Seq(v)
+}
+
+/// A rough size of what an expression expands to in the engine.
+fn expr_weight(e: &Expr) -> usize {
+    match e {
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(expr_weight).sum::<usize>() + 1,
+        Expr::Repeat { expr, min, max } => expr_weight(expr) * (*max).unwrap_or(*min).clamp(1, 1000) as usize,
+        Expr::Literal(b) => b.len(),
+        Expr::Regex(r) => r.len() * 4,
+        _ => 1,
+    }
+}
+
+fn lit(s: &str) -> Expr {
+    Expr::literal(s)
+}
+
+fn seq(v: Vec<Expr>) -> Expr {
+    let v: Vec<Expr> = v.into_iter().filter(|e| *e != Expr::Empty).collect();
+    match v.len() {
+        0 => Expr::Empty,
+        1 => v.into_iter().next().unwrap(),
+        _ => Expr::Seq(v),
+    }
+}
+
+fn alt(v: Vec<Expr>) -> Option<Expr> {
+    match v.len() {
+        0 => None,
+        1 => v.into_iter().next(),
+        _ => Some(Expr::Alt(v)),
+    }
+}
+
+fn sanitize(p: &str) -> String {
+    let s: String = p.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    let s = s.trim_matches('-').to_string();
+    let mut out = String::new();
+    for c in s.chars() {
+        if c == '-' && out.ends_with('-') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > 60 {
+        out = out[out.len() - 60..].trim_start_matches('-').to_string();
+    }
+    if out.is_empty() {
+        "value".into()
+    } else {
+        out
+    }
+}
+
+fn dec_of(v: &Value) -> Option<Decimal> {
+    v.as_number().and_then(Decimal::from_number)
+}
+
+impl<'o> Ctx<'o> {
+    fn setup_style(&mut self) {
+        let o = self.opts;
+        if let Some(n) = o.indent {
+            self.style = Style {
+                ws: None,
+                item_sep: o.item_separator.trim_end().to_string(),
+                key_sep: o.key_separator.clone(),
+                indent: Some(n),
+            };
+            return;
+        }
+        match o.whitespace {
+            Whitespace::Compact => {
+                self.style =
+                    Style { ws: None, item_sep: o.item_separator.clone(), key_sep: o.key_separator.clone(), indent: None }
+            }
+            Whitespace::Flexible { max_run } => {
+                let ws = if max_run == 0 {
+                    None
+                } else {
+                    let body = Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
+                    Some(Expr::Rule(self.g.add_rule("ws", body)))
+                };
+                self.names.insert("ws".into());
+                self.style = Style { ws, item_sep: ",".into(), key_sep: ":".into(), indent: None };
+            }
+        }
+    }
+
+    fn ws(&self) -> Expr {
+        self.style.ws.clone().unwrap_or(Expr::Empty)
+    }
+
+    /// Before the first member of a non-empty container at `depth`.
+    fn first_prefix(&self, depth: usize) -> Expr {
+        match self.style.indent {
+            Some(n) => lit(&format!("\n{}", " ".repeat(n * (depth + 1)))),
+            None => self.ws(),
+        }
+    }
+    fn item_sep(&self, depth: usize) -> Expr {
+        match self.style.indent {
+            Some(n) => lit(&format!("{}\n{}", self.style.item_sep, " ".repeat(n * (depth + 1)))),
+            None => seq(vec![self.ws(), lit(&self.style.item_sep), self.ws()]),
+        }
+    }
+    fn key_sep(&self) -> Expr {
+        seq(vec![self.ws(), lit(&self.style.key_sep), self.ws()])
+    }
+    /// Before the closing bracket of a non-empty container.
+    fn close_prefix(&self, depth: usize) -> Expr {
+        match self.style.indent {
+            Some(n) => lit(&format!("\n{}", " ".repeat(n * depth))),
+            None => self.ws(),
+        }
+    }
+    fn empty_inside(&self) -> Expr {
+        match self.style.indent {
+            Some(_) => Expr::Empty,
+            None => self.ws(),
+        }
+    }
+    fn child_depth(&self, depth: usize) -> usize {
+        if self.style.indent.is_some() {
+            depth + 1
+        } else {
+            0
+        }
+    }
+
+    fn sid(&mut self, loc: &Loc) -> Sid {
+        if let Some(&s) = self.sid_of.get(loc) {
+            return s;
+        }
+        let s = self.locs.len() as Sid;
+        self.locs.push(loc.clone());
+        self.sid_of.insert(loc.clone(), s);
+        s
+    }
+
+    fn ptr(&self, sid: Sid) -> String {
+        self.res.display(&self.locs[sid as usize])
+    }
+
+    fn schema(&self, sid: Sid) -> Value {
+        self.res.value(&self.locs[sid as usize]).cloned().unwrap_or(Value::Bool(true))
+    }
+
+    fn draft(&self, sid: Sid) -> Draft {
+        self.res.info(&self.locs[sid as usize]).1
+    }
+
+    fn child(&mut self, sid: Sid, path: &[&str]) -> Sid {
+        let (doc, p) = self.locs[sid as usize].clone();
+        let mut p = p;
+        for t in path {
+            p.push('/');
+            p.push_str(&escape_pointer_token(t));
+        }
+        self.sid(&(doc, p))
+    }
+
+    /// A keyword the grammar does not enforce: error in strict mode, warning in lenient.
+    fn unenforced(&mut self, keyword: &str, pointer: &str, reason: &str) -> Result<(), SchemaError> {
+        match self.opts.mode {
+            Mode::Strict => Err(SchemaError::UnsupportedKeyword {
+                keyword: keyword.into(),
+                pointer: pointer.into(),
+                reason: reason.into(),
+            }),
+            Mode::Lenient => {
+                if self.warned.insert((keyword.to_string(), pointer.to_string())) {
+                    self.warnings.push(Unenforced { keyword: keyword.into(), pointer: pointer.into(), reason: reason.into() });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn check_budget(&self, ptr: &str) -> Result<(), SchemaError> {
+        if self.g.rules.len() > MAX_RULES {
+            return Err(SchemaError::TooLarge { pointer: ptr.into(), reason: format!("more than {MAX_RULES} grammar rules") });
+        }
+        if self.start.elapsed() > TIME_LIMIT {
+            return Err(SchemaError::TooLarge {
+                pointer: ptr.into(),
+                reason: format!("compilation took longer than {} s", TIME_LIMIT.as_secs()),
+            });
+        }
+        Ok(())
+    }
+
+    fn new_rule_name(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut i = 1;
+        while !self.names.insert(name.clone()) {
+            i += 1;
+            name = format!("{base}-{i}");
+        }
+        name
+    }
+
+    fn add_rule(&mut self, base: &str, body: Expr) -> RuleId {
+        let name = self.new_rule_name(base);
+        self.g.add_rule(name, body)
+    }
+
+    /// The grammar of a value satisfying every member of `conj`, as a rule reference; None
+    /// when no value can.
+    fn value_rule(&mut self, conj: &Conj, depth: usize, name: Option<&str>) -> Result<Option<Expr>, SchemaError> {
+        let key = (conj.clone(), depth);
+        if let Some(r) = self.memo.get(&key) {
+            return Ok(r.map(Expr::Rule));
+        }
+        let ptr = conj.iter().next().map(|m| self.ptr(m.0)).unwrap_or_default();
+        self.check_budget(&ptr)?;
+        if self.style.indent.is_some() && depth > self.opts.max_indent_depth {
+            self.memo.insert(key, None);
+            return Ok(None);
+        }
+        let base = match name {
+            Some(n) => n.to_string(),
+            None if conj.is_empty() => "any".to_string(),
+            None => sanitize(&ptr),
+        };
+        let base = if depth > 0 { format!("{base}-d{depth}") } else { base };
+        let id = self.add_rule(&base, Expr::Alt(vec![]));
+        self.memo.insert(key.clone(), Some(id));
+        let body = self.value_body(conj, depth)?;
+        match body {
+            Some(b) => {
+                // Big bodies stay rules of their own: inlined into every caller they would
+                // multiply the engine's automaton states.
+                let b = if expr_weight(&b) > 256 { no_inline(b) } else { b };
+                self.g.set_body(id, b);
+                Ok(Some(Expr::Rule(id)))
+            }
+            None => {
+                self.memo.insert(key, None);
+                Ok(None)
+            }
+        }
+    }
+
+    fn value_body(&mut self, conj: &Conj, depth: usize) -> Result<Option<Expr>, SchemaError> {
+        let branches = self.dnf(conj)?;
+        let mut alts = Vec::new();
+        for b in branches {
+            if let Some(e) = self.branch_expr(&b, depth)? {
+                alts.push(e);
+            }
+        }
+        Ok(alt(alts))
+    }
+
+    // ---------------------------------------------------------------- disjunctive normal form
+
+    fn dnf(&mut self, conj: &Conj) -> Result<Vec<Conj>, SchemaError> {
+        let mut branches: Vec<Conj> = vec![Conj::new()];
+        for &m in conj {
+            branches = self.add_member(branches, m)?;
+            if branches.is_empty() {
+                break;
+            }
+        }
+        Ok(branches)
+    }
+
+    fn add_member(&mut self, branches: Vec<Conj>, m: Member) -> Result<Vec<Conj>, SchemaError> {
+        let (sid, negated) = m;
+        let mut out = Vec::new();
+        for b in branches {
+            if b.contains(&m) {
+                out.push(b);
+                continue;
+            }
+            let mut b = b;
+            b.insert(m);
+            out.extend(self.expand(b, sid, negated)?);
+            if out.len() > MAX_BRANCHES {
+                let p = self.ptr(sid);
+                return Err(SchemaError::TooLarge {
+                    pointer: p,
+                    reason: format!("more than {MAX_BRANCHES} combinations of anyOf/oneOf branches"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Expands the applicators of a member just added to branch `b`.
+    fn expand(&mut self, b: Conj, sid: Sid, negated: bool) -> Result<Vec<Conj>, SchemaError> {
+        let v = self.schema(sid);
+        if negated {
+            return Ok(vec![b]);
+        }
+        let m = match v {
+            Value::Bool(true) => return Ok(vec![b]),
+            Value::Bool(false) => return Ok(vec![]),
+            Value::Object(m) => m,
+            _ => {
+                let p = self.ptr(sid);
+                return Err(SchemaError::InvalidKeyword { keyword: "schema".into(), pointer: p, reason: "a schema must be an object or a boolean".into() });
+            }
+        };
+        let draft = self.draft(sid);
+        let mut branches = vec![b];
+        let refs: Vec<(&str, bool)> = vec![("$ref", false), ("$dynamicRef", true), ("$recursiveRef", true)];
+        for (k, dynamic) in refs {
+            if let Some(r) = m.get(k) {
+                let Some(r) = r.as_str() else {
+                    let p = self.ptr(sid);
+                    return Err(SchemaError::InvalidKeyword { keyword: k.into(), pointer: p, reason: "not a string".into() });
+                };
+                let p = self.ptr(sid);
+                let loc = self.locs[sid as usize].clone();
+                let target = self.res.resolve(&loc, r, &self.opts.registry, &p)?;
+                if dynamic {
+                    self.unenforced(k, &p, "resolved statically, like $ref")?;
+                }
+                let t = self.sid(&target);
+                branches = self.add_each(branches, (t, false))?;
+            }
+        }
+        if draft <= Draft::Draft7 && m.contains_key("$ref") {
+            return Ok(branches);
+        }
+        if let Some(Value::Array(all)) = m.get("allOf") {
+            for i in 0..all.len() {
+                let c = self.child(sid, &["allOf", &i.to_string()]);
+                branches = self.add_each(branches, (c, false))?;
+            }
+        }
+        for k in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(arr)) = m.get(k) {
+                let alts: Vec<Sid> = (0..arr.len()).map(|i| self.child(sid, &[k, &i.to_string()])).collect();
+                if k == "oneOf" && alts.len() > 1 && !self.disjoint(&alts)? {
+                    let p = self.ptr(sid);
+                    self.unenforced("oneOf", &p, "branches that may overlap are treated as anyOf")?;
+                }
+                let mut next = Vec::new();
+                for br in branches {
+                    for &a in &alts {
+                        next.extend(self.add_member(vec![br.clone()], (a, false))?);
+                        if next.len() > MAX_BRANCHES {
+                            let p = self.ptr(sid);
+                            return Err(SchemaError::TooLarge { pointer: p, reason: format!("more than {MAX_BRANCHES} combinations of {k} branches") });
+                        }
+                    }
+                }
+                branches = next;
+            }
+        }
+        if draft >= Draft::Draft7 {
+            if let Some(cond) = m.get("if") {
+                let if_sid = self.child(sid, &["if"]);
+                let then_sid = m.contains_key("then").then(|| self.child(sid, &["then"]));
+                let else_sid = m.contains_key("else").then(|| self.child(sid, &["else"]));
+                if then_sid.is_some() || else_sid.is_some() {
+                    if self.is_simple_negatable(cond) {
+                        let mut next = Vec::new();
+                        for br in branches {
+                            let mut yes = self.add_member(vec![br.clone()], (if_sid, false))?;
+                            if let Some(t) = then_sid {
+                                yes = self.add_each(yes, (t, false))?;
+                            }
+                            let mut no = self.add_member(vec![br], (if_sid, true))?;
+                            if let Some(e) = else_sid {
+                                no = self.add_each(no, (e, false))?;
+                            }
+                            next.extend(yes);
+                            next.extend(no);
+                        }
+                        branches = next;
+                    } else {
+                        let p = self.ptr(sid);
+                        self.unenforced("if", &p, "only `if` schemas that test type, const or enum are enforced")?;
+                    }
+                }
+            }
+        }
+        Ok(branches)
+    }
+
+    fn add_each(&mut self, branches: Vec<Conj>, m: Member) -> Result<Vec<Conj>, SchemaError> {
+        self.add_member(branches, m)
+    }
+
+    /// A schema whose negation the merger understands: only `type`, `const`, `enum` and
+    /// annotations, no references.
+    fn is_simple_negatable(&self, v: &Value) -> bool {
+        match v {
+            Value::Bool(_) => true,
+            Value::Object(m) => m.keys().all(|k| {
+                matches!(k.as_str(), "type" | "const" | "enum" | "title" | "description" | "$comment" | "default" | "examples")
+            }),
+            _ => false,
+        }
+    }
+
+    /// Whether oneOf branches are pairwise disjoint by type, const/enum, or a required
+    /// property's const/enum (discriminated unions).
+    fn disjoint(&mut self, alts: &[Sid]) -> Result<bool, SchemaError> {
+        let sigs: Vec<Sig> = alts.iter().map(|&a| self.signature(a, 0)).collect();
+        for i in 0..sigs.len() {
+            for j in i + 1..sigs.len() {
+                if !sigs[i].disjoint(&sigs[j]) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn signature(&mut self, sid: Sid, depth: usize) -> Sig {
+        let mut sig = Sig { types: T_ALL, values: None, props: HashMap::new() };
+        if depth > 8 {
+            return sig;
+        }
+        let v = self.schema(sid);
+        let Value::Object(m) = &v else {
+            if v == Value::Bool(false) {
+                sig.types = 0;
+            }
+            return sig;
+        };
+        if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+            let loc = self.locs[sid as usize].clone();
+            if let Ok(t) = self.res.resolve(&loc, r, &self.opts.registry, "") {
+                let t = self.sid(&t);
+                let s = self.signature(t, depth + 1);
+                sig.meet(s);
+            }
+        }
+        if let Some(Value::Array(all)) = m.get("allOf") {
+            for i in 0..all.len() {
+                let c = self.child(sid, &["allOf", &i.to_string()]);
+                let s = self.signature(c, depth + 1);
+                sig.meet(s);
+            }
+        }
+        if let Some(t) = m.get("type") {
+            sig.types &= types_of(t);
+        }
+        if let Some(c) = m.get("const") {
+            sig.values = Some(vec![c.clone()]);
+        } else if let Some(Value::Array(e)) = m.get("enum") {
+            sig.values = Some(e.clone());
+        }
+        if let (Some(Value::Object(props)), Some(Value::Array(req))) = (m.get("properties"), m.get("required")) {
+            for r in req.iter().filter_map(Value::as_str) {
+                if let Some(ps) = props.get(r) {
+                    let vals = match ps {
+                        Value::Object(pm) => pm
+                            .get("const")
+                            .map(|c| vec![c.clone()])
+                            .or_else(|| pm.get("enum").and_then(Value::as_array).cloned()),
+                        _ => None,
+                    };
+                    if let Some(vals) = vals {
+                        sig.props.insert(r.to_string(), vals);
+                    }
+                }
+            }
+        }
+        sig
+    }
+
+    // ------------------------------------------------------------------------- merging
+
+    fn branch_expr(&mut self, b: &Conj, depth: usize) -> Result<Option<Expr>, SchemaError> {
+        let mut node = Node {
+            types: T_ALL,
+            num: NumCons { min: None, max: None, multiple_of: vec![] },
+            ..Default::default()
+        };
+        for &(sid, negated) in b {
+            let v = self.schema(sid);
+            if negated {
+                match &v {
+                    Value::Bool(true) => return Ok(None),
+                    Value::Bool(false) => {}
+                    Value::Object(m) => {
+                        // not (type ∧ values) = not type ∨ not values: only the single-keyword
+                        // forms are exact; others are rejected by is_simple_negatable callers.
+                        let t = m.get("type").map(types_of);
+                        let vals = m.get("const").map(|c| vec![c.clone()]).or_else(|| m.get("enum").and_then(Value::as_array).cloned());
+                        match (t, vals) {
+                            (None, None) => return Ok(None),
+                            (Some(t), None) => node.not_types |= t,
+                            (None, Some(vals)) => node.not_values.extend(vals),
+                            (Some(t), Some(vals)) => {
+                                // not(type T and in V): exclude the values of V whose type is T.
+                                node.not_values.extend(vals.into_iter().filter(|x| value_type(x) & t != 0 || (t & T_INT != 0 && value_type(x) == T_INT)));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            let Value::Object(m) = v else { continue };
+            node.members.push(sid);
+            let draft = self.draft(sid);
+            if draft <= Draft::Draft7 && m.contains_key("$ref") {
+                continue;
+            }
+            self.collect(&mut node, sid, &m, draft)?;
+        }
+        let mut types = node.types & !node.not_types;
+        if let Some(vals) = node.values.take() {
+            let mut keep = Vec::new();
+            for v in vals {
+                if value_type(&v) & types == 0 && !(value_type(&v) == T_INT && types & T_INT != 0) {
+                    continue;
+                }
+                if node.not_values.iter().any(|n| json_eq(n, &v)) {
+                    continue;
+                }
+                if !self.value_satisfies(&v, &node.members)? {
+                    continue;
+                }
+                if !keep.iter().any(|k| json_eq(k, &v)) {
+                    keep.push(v);
+                }
+            }
+            let alts: Vec<Expr> = keep.iter().map(|v| self.literal_value(v, depth)).collect();
+            return Ok(alt(alts));
+        }
+        // Excluded values: strings via the string grammar, others unenforced.
+        let not_values = std::mem::take(&mut node.not_values);
+        let mut excluded_strings = Vec::new();
+        for v in &not_values {
+            match v {
+                Value::String(s) => excluded_strings.push(s.clone()),
+                Value::Null => types &= !T_NULL,
+                Value::Bool(_) => {}
+                _ => {
+                    let p = node.members.first().map(|&s| self.ptr(s)).unwrap_or_default();
+                    self.unenforced("not", &p, "excluding a number, array or object value")?;
+                }
+            }
+        }
+        let mut alts = Vec::new();
+        if types & T_NULL != 0 {
+            alts.push(lit("null"));
+        }
+        if types & T_BOOL != 0 {
+            for (s, b) in [("true", true), ("false", false)] {
+                if !not_values.iter().any(|v| v == &Value::Bool(b)) {
+                    alts.push(lit(s));
+                }
+            }
+        }
+        if types & (T_INT | T_FRAC) != 0 {
+            if let Some(e) = self.number_expr(&node, types)? {
+                alts.push(e);
+            }
+        }
+        if types & T_STR != 0 {
+            if let Some(e) = self.string_expr(&node, &excluded_strings)? {
+                alts.push(e);
+            }
+        }
+        if types & T_ARR != 0 {
+            if let Some(e) = self.array_expr(&node, depth)? {
+                alts.push(e);
+            }
+        }
+        if types & T_OBJ != 0 {
+            if let Some(e) = self.object_expr(&node, depth)? {
+                alts.push(e);
+            }
+        }
+        for (k, p, r) in std::mem::take(&mut node.unsupported) {
+            self.unenforced(&k, &p, &r)?;
+        }
+        Ok(alt(alts))
+    }
+
+    fn invalid(&self, sid: Sid, keyword: &str, reason: &str) -> SchemaError {
+        SchemaError::InvalidKeyword { keyword: keyword.into(), pointer: self.ptr(sid), reason: reason.into() }
+    }
+
+    fn collect(&mut self, node: &mut Node, sid: Sid, m: &Map<String, Value>, draft: Draft) -> Result<(), SchemaError> {
+        let ptr = self.ptr(sid);
+        for (k, v) in m {
+            let k = k.as_str();
+            match k {
+                "type" => {
+                    let t = match v {
+                        Value::String(s) => type_bits(s).ok_or_else(|| self.invalid(sid, k, "unknown type"))?,
+                        Value::Array(a) => {
+                            let mut t = 0;
+                            for x in a {
+                                t |= x.as_str().and_then(type_bits).ok_or_else(|| self.invalid(sid, k, "unknown type"))?;
+                            }
+                            t
+                        }
+                        _ => return Err(self.invalid(sid, k, "must be a string or an array")),
+                    };
+                    node.types &= t;
+                }
+                "enum" | "const" => {
+                    if k == "const" && draft < Draft::Draft6 {
+                        continue;
+                    }
+                    let vals = match (k, v) {
+                        ("const", v) => vec![v.clone()],
+                        (_, Value::Array(a)) => a.clone(),
+                        _ => return Err(self.invalid(sid, k, "must be an array")),
+                    };
+                    node.values = Some(match node.values.take() {
+                        None => vals,
+                        Some(prev) => prev.into_iter().filter(|p| vals.iter().any(|x| json_eq(p, x))).collect(),
+                    });
+                }
+                "minLength" | "maxLength" => {
+                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = n.ceil().min(u32::MAX as f64) as u64;
+                    if k == "minLength" {
+                        node.str.min_len = node.str.min_len.max(n);
+                    } else {
+                        node.str.max_len = Some(node.str.max_len.map_or(n, |x| x.min(n)));
+                    }
+                }
+                "pattern" => {
+                    let p = v.as_str().ok_or_else(|| self.invalid(sid, k, "must be a string"))?;
+                    node.str.patterns.push((p.to_string(), ptr.clone()));
+                }
+                "format" => {
+                    if let Some(f) = v.as_str() {
+                        if self.opts.assert_formats {
+                            if crate::formats::format_regex(f).is_some() {
+                                node.str.formats.push((f.to_string(), ptr.clone()));
+                            } else if !matches!(f, "regex" | "iri" | "iri-reference" | "idn-hostname" | "idn-email" | "uri-template" | "unknown") {
+                                // Unknown formats are annotations.
+                            } else {
+                                node.unsupported.push(("format".into(), ptr.clone(), format!("format {f:?} has no grammar")));
+                            }
+                        }
+                    }
+                }
+                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+                    if let Value::Bool(excl) = v {
+                        // Draft 4: modifies minimum/maximum.
+                        if *excl && draft == Draft::Draft4 {
+                            let base = if k == "exclusiveMinimum" { "minimum" } else { "maximum" };
+                            if let Some(d) = m.get(base).and_then(dec_of) {
+                                self.bound(node, base == "minimum", d, true);
+                            }
+                        }
+                        continue;
+                    }
+                    let d = dec_of(v).ok_or_else(|| self.invalid(sid, k, "must be a number"))?;
+                    let exclusive = k.starts_with("exclusive");
+                    if exclusive && draft == Draft::Draft4 {
+                        continue;
+                    }
+                    self.bound(node, k.ends_with("inimum"), d, exclusive);
+                }
+                "multipleOf" => {
+                    let d = dec_of(v).filter(|d| !d.negative && d.int != "0" || !d.frac.is_empty());
+                    let d = d.ok_or_else(|| self.invalid(sid, k, "must be a positive number"))?;
+                    node.num.multiple_of.push((d, ptr.clone()));
+                }
+                "contentMediaType" | "contentEncoding" if draft <= Draft::Draft7 => {
+                    node.unsupported.push((k.into(), ptr.clone(), "content assertions are not enforced".into()));
+                }
+                "not" => {
+                    let nsid = self.child(sid, &["not"]);
+                    let nv = self.schema(nsid);
+                    if self.is_simple_negatable(&nv) {
+                        // Handled as a negated member: put the type/values into this node.
+                        match &nv {
+                            Value::Bool(true) => node.types = 0,
+                            Value::Bool(false) => {}
+                            Value::Object(nm) => {
+                                let t = nm.get("type").map(types_of);
+                                let vals = nm.get("const").map(|c| vec![c.clone()]).or_else(|| nm.get("enum").and_then(Value::as_array).cloned());
+                                match (t, vals) {
+                                    (None, None) => node.types = 0,
+                                    (Some(t), None) => node.not_types |= t,
+                                    (None, Some(vals)) => node.not_values.extend(vals),
+                                    (Some(t), Some(vals)) => node.not_values.extend(vals.into_iter().filter(|x| value_type(x) & t != 0)),
+                                }
+                            }
+                            _ => {}
+                        }
+                    } else if let Some(t) = self.not_required(&nv) {
+                        // not {required: [a]}: handled by the object emitter through a marker.
+                        let _ = t;
+                        node.unsupported.push(("not".into(), ptr.clone(), "only `not` of type/const/enum is enforced".into()));
+                    } else {
+                        node.unsupported.push(("not".into(), ptr.clone(), "only `not` of type/const/enum is enforced".into()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Unknown or object/array keywords are read by their emitters from `members`;
+        // keywords outside every known vocabulary are annotations.
+        let _ = IGNORED;
+        Ok(())
+    }
+
+    fn not_required(&self, _v: &Value) -> Option<()> {
+        None
+    }
+
+    fn bound(&self, node: &mut Node, lower: bool, d: Decimal, exclusive: bool) {
+        let slot = if lower { &mut node.num.min } else { &mut node.num.max };
+        let replace = match slot {
+            None => true,
+            Some((cur, cur_excl)) => {
+                if lower {
+                    d > *cur || (d == *cur && exclusive && !*cur_excl)
+                } else {
+                    d < *cur || (d == *cur && exclusive && !*cur_excl)
+                }
+            }
+        };
+        if replace {
+            *slot = Some((d, exclusive));
+        }
+    }
+
+    /// Does `v` satisfy every member? Simple members are checked here, others by the
+    /// `jsonschema` validator of the member's location.
+    fn value_satisfies(&mut self, v: &Value, members: &[Sid]) -> Result<bool, SchemaError> {
+        for &m in members {
+            let s = self.schema(m);
+            let Value::Object(map) = &s else { continue };
+            let simple = map.keys().all(|k| {
+                matches!(k.as_str(), "type" | "enum" | "const" | "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
+            });
+            if simple {
+                continue; // type/enum/const are applied by the caller
+            }
+            match self.validator(m) {
+                Some(val) => {
+                    if !val.is_valid(v) {
+                        return Ok(false);
+                    }
+                }
+                None => {
+                    let p = self.ptr(m);
+                    self.unenforced("enum", &p, "the other keywords of this schema could not be checked against the enum values")?;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn validator(&mut self, sid: Sid) -> Option<&jsonschema::Validator> {
+        if !self.validators.contains_key(&sid) {
+            let loc = self.locs[sid as usize].clone();
+            let mut reg = self.opts.registry.clone();
+            for (i, d) in self.res.docs.iter().enumerate() {
+                reg.insert(&self.res.doc_uris[i], d.clone());
+            }
+            let uri = format!("{}#{}", self.res.doc_uris[loc.0], loc.1);
+            let draft = self.draft(sid);
+            let wrapper = serde_json::json!({"$schema": draft_uri(draft), "$ref": uri});
+            let val = crate::validate::build_validator(&wrapper, &reg).ok();
+            self.validators.insert(sid, val);
+        }
+        self.validators.get(&sid).and_then(|v| v.as_ref())
+    }
+
+    // -------------------------------------------------------------------------- literals
+
+    fn literal_value(&mut self, v: &Value, depth: usize) -> Expr {
+        match v {
+            Value::Array(a) if !a.is_empty() => {
+                let cd = self.child_depth(depth);
+                let mut items = vec![lit("["), self.first_prefix(depth)];
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.item_sep(depth));
+                    }
+                    items.push(self.literal_value(x, cd));
+                }
+                items.push(self.close_prefix(depth));
+                items.push(lit("]"));
+                seq(items)
+            }
+            Value::Object(m) if !m.is_empty() => {
+                let cd = self.child_depth(depth);
+                let mut items = vec![lit("{"), self.first_prefix(depth)];
+                for (i, (k, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.item_sep(depth));
+                    }
+                    items.push(lit(&json_string(k)));
+                    items.push(self.key_sep());
+                    items.push(self.literal_value(x, cd));
+                }
+                items.push(self.close_prefix(depth));
+                items.push(lit("}"));
+                seq(items)
+            }
+            Value::Array(_) => seq(vec![lit("["), self.empty_inside(), lit("]")]),
+            Value::Object(_) => seq(vec![lit("{"), self.empty_inside(), lit("}")]),
+            Value::Number(n) => {
+                // Equal numbers have several spellings (1, 1.0): accept serde_json's and the
+                // plain decimal one.
+                let mut spellings = vec![n.to_string()];
+                if let Some(d) = Decimal::from_number(n) {
+                    spellings.push(d.to_string());
+                    if d.is_integer() {
+                        spellings.push(format!("{d}.0"));
+                    }
+                }
+                spellings.sort();
+                spellings.dedup();
+                alt(spellings.iter().map(|s| lit(s)).collect()).unwrap()
+            }
+            other => lit(&other.to_string()),
+        }
+    }
+
+    // --------------------------------------------------------------------------- numbers
+
+    fn number_expr(&mut self, node: &Node, types: u8) -> Result<Option<Expr>, SchemaError> {
+        // (bound, inclusive)
+        let min = node.num.min.as_ref().map(|(d, e)| (d, !*e));
+        let max = node.num.max.as_ref().map(|(d, e)| (d, !*e));
+        let int_only = types & T_FRAC == 0;
+        let mut mult: Vec<(Decimal, String)> = node.num.multiple_of.clone();
+        mult.retain(|(d, _)| !(d.int == "1" && d.frac.is_empty() && d.is_integer()) || !int_only);
+        let int_bounds = || {
+            let lo = min.map(|(d, incl)| if !incl && d.is_integer() { d.succ() } else { d.clone() });
+            let hi = max.map(|(d, incl)| if !incl && d.is_integer() { d.pred() } else { d.clone() });
+            (lo, hi)
+        };
+        if mult.is_empty() {
+            if int_only {
+                let (lo, hi) = int_bounds();
+                let r = int_range_regex(lo.as_ref(), hi.as_ref());
+                return Ok(regex_expr(r));
+            }
+            if min.is_none() && max.is_none() {
+                let frac = if types & T_INT == 0 {
+                    r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9][0-9]*(?:[eE][+-]?[0-9]+)?|[eE]-[0-9]+)"
+                } else {
+                    r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+                };
+                if types & T_INT == 0 {
+                    let p = node.members.first().map(|&s| self.ptr(s)).unwrap_or_default();
+                    let _ = p;
+                }
+                return Ok(regex_expr(frac.to_string()));
+            }
+            return Ok(match decimal_range_regex(min, max) {
+                Some(r) => regex_expr(r),
+                None => {
+                    // Only integers within the bounds (sound, narrower).
+                    let (lo, hi) = int_bounds();
+                    regex_expr(int_range_regex(lo.as_ref(), hi.as_ref()))
+                }
+            });
+        }
+        // multipleOf: integers (k ≥ 1 integer) or fixed decimal places (10^-j).
+        let ptr = mult[0].1.clone();
+        let int_mults: Vec<&Decimal> = mult.iter().map(|(d, _)| d).filter(|d| d.is_integer()).collect();
+        if !int_mults.is_empty() {
+            let k: u128 = int_mults.iter().map(|d| d.int.parse::<u128>().unwrap_or(0)).fold(1, lcm);
+            if k == 0 || int_mults.len() != mult.len() {
+                self.unenforced("multipleOf", &ptr, "a multiple too large or mixing integer and fractional multiples")?;
+            }
+            let (lo, hi) = int_bounds();
+            let lo = lo.map(|d| d.ceil());
+            let hi = hi.map(|d| d.floor());
+            // Small ranges: enumerate.
+            if let (Some(l), Some(h)) = (&lo, &hi) {
+                if let (Ok(l), Ok(h)) = (l.to_string().parse::<i128>(), h.to_string().parse::<i128>()) {
+                    if k > 0 && h >= l && (h - l) / (k as i128) <= 2000 {
+                        let first = l.rem_euclid(k as i128);
+                        let start = if first == 0 { l } else { l + (k as i128 - first) };
+                        let mut lits = Vec::new();
+                        let mut x = start;
+                        while x <= h {
+                            lits.push(lit(&x.to_string()));
+                            x += k as i128;
+                        }
+                        return Ok(alt(lits));
+                    }
+                    if h < l {
+                        return Ok(None);
+                    }
+                }
+            }
+            if k <= 1 {
+                return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+            }
+            if k > 1000 {
+                self.unenforced("multipleOf", &ptr, "multiples above 1000 with wide bounds")?;
+                return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+            }
+            // Sign from the bounds; other bounds are not combined with the digit automaton.
+            let zero = Decimal::parse("0").unwrap();
+            let nonneg = lo.as_ref().is_some_and(|l| *l >= zero);
+            let nonpos = hi.as_ref().is_some_and(|h| *h <= zero);
+            let exact_bounds = lo.as_ref().is_none_or(|l| *l == zero || l.negative && !nonneg)
+                && hi.as_ref().is_none_or(|h| *h == zero || !h.negative && !nonpos);
+            let exact_bounds = exact_bounds && lo.as_ref().is_none_or(|l| *l == zero) && hi.as_ref().is_none_or(|h| *h == zero);
+            if !exact_bounds {
+                self.unenforced("minimum", &ptr, "bounds combined with multipleOf over a wide range")?;
+            }
+            let digits = self.mod_automaton(k as u32);
+            let mut alts = vec![lit("0")];
+            if !nonpos {
+                alts.push(digits.clone());
+            }
+            if !nonneg {
+                alts.push(seq(vec![lit("-"), digits]));
+            }
+            return Ok(alt(alts));
+        }
+        // Fractional multiples: 10^-j gives at most j decimal places.
+        let d = &mult[0].0;
+        let pow10 = d.int == "0" && d.frac.ends_with('1') && d.frac[..d.frac.len() - 1].bytes().all(|b| b == b'0');
+        if mult.len() == 1 && pow10 && min.is_none() && max.is_none() {
+            let j = d.frac.len();
+            let r = if int_only {
+                r"-?(?:0|[1-9][0-9]*)".to_string()
+            } else {
+                format!(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]{{1,{j}}})?")
+            };
+            return Ok(regex_expr(r));
+        }
+        self.unenforced("multipleOf", &ptr, "fractional multiples other than a power of ten without bounds")?;
+        if int_only {
+            let (lo, hi) = int_bounds();
+            return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+        }
+        Ok(match decimal_range_regex(min, max) {
+            Some(r) => regex_expr(r),
+            None => {
+                let (lo, hi) = int_bounds();
+                regex_expr(int_range_regex(lo.as_ref(), hi.as_ref()))
+            }
+        })
+    }
+
+    /// Positive integers (no leading zero) divisible by k, by a digit automaton.
+    fn mod_automaton(&mut self, k: u32) -> Expr {
+        let name = format!("multiple-of-{k}");
+        if let Some(id) = self.g.rule_id(&name) {
+            return Expr::Rule(id);
+        }
+        let ids: Vec<RuleId> = (0..k).map(|r| self.add_rule(&format!("mod{k}-r{r}"), Expr::Empty)).collect();
+        for r in 0..k {
+            let mut alts = Vec::new();
+            if r == 0 {
+                alts.push(Expr::Empty);
+            }
+            for d in 0..10u32 {
+                let next = (r * 10 + d) % k;
+                alts.push(seq(vec![Expr::Literal(vec![b'0' + d as u8]), Expr::Rule(ids[next as usize])]));
+            }
+            self.g.set_body(ids[r as usize], Expr::Alt(alts));
+        }
+        let mut first = Vec::new();
+        for d in 1..10u32 {
+            first.push(seq(vec![Expr::Literal(vec![b'0' + d as u8]), Expr::Rule(ids[(d % k) as usize])]));
+        }
+        let id = self.add_rule(&name, Expr::Alt(first));
+        Expr::Rule(id)
+    }
+
+    // --------------------------------------------------------------------------- strings
+
+    fn string_expr(&mut self, node: &Node, excluded: &[String]) -> Result<Option<Expr>, SchemaError> {
+        let s = &node.str;
+        let ptr = node.members.first().map(|&m| self.ptr(m)).unwrap_or_default();
+        if let Some(max) = s.max_len {
+            if s.min_len > max {
+                return Ok(None);
+            }
+        }
+        // Character-level languages to intersect.
+        let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
+        for (p, pp) in &s.patterns {
+            let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: pp.clone(), pattern: p.clone(), reason: e.0 })?;
+            parts.push((hir, "pattern".into(), pp.clone()));
+        }
+        for (f, fp) in &s.formats {
+            let re = crate::formats::format_regex(f).unwrap();
+            let hir = regex_syntax::ParserBuilder::new().build().parse(&re).expect("format regexes parse");
+            parts.push((hir, "format".into(), fp.clone()));
+        }
+        let has_len = s.min_len > 0 || s.max_len.is_some();
+        let content: Hir = if parts.is_empty() {
+            if !excluded.is_empty() {
+                if has_len {
+                    self.unenforced("not", &ptr, "excluding strings together with a length bound")?;
+                } else {
+                    let e = self.string_not_in(excluded);
+                    return Ok(Some(seq(vec![lit("\""), e, lit("\"")])));
+                }
+            }
+            if !has_len {
+                return Ok(Some(self.any_string()));
+            }
+            length_hir(s.min_len.min(u32::MAX as u64) as u32, s.max_len.map(|m| m.min(u32::MAX as u64) as u32))
+        } else {
+            if !excluded.is_empty() {
+                self.unenforced("not", &ptr, "excluding strings together with a pattern or format")?;
+            }
+            let (first, _, _) = parts.remove(0);
+            let mut h = first;
+            if has_len {
+                match with_length(&h, s.min_len, s.max_len) {
+                    Some(x) => h = x,
+                    None => {
+                        let kw = if s.max_len.is_some() { "maxLength" } else { "minLength" };
+                        self.unenforced(kw, &ptr, "a length bound combined with a pattern or format of this shape")?;
+                    }
+                }
+            }
+            for (_, kw, p) in parts {
+                self.unenforced(&kw, &p, "a second pattern/format on the same string")?;
+            }
+            escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.clone(), pattern: String::new(), reason: e })?
+        };
+        let content = escape_if_needed(content, parts_was_empty_len(has_len));
+        let big = s.max_len.is_some_and(|m| m > 1_000) || s.min_len > 1_000;
+        let re = Expr::Regex(content.to_string());
+        let inner = if big {
+            let name = format!("{}-maxLength-{}", sanitize(&ptr), s.max_len.unwrap_or(s.min_len));
+            Expr::Rule(self.add_rule(&name, re))
+        } else {
+            re
+        };
+        Ok(Some(seq(vec![lit("\""), inner, lit("\"")])))
+    }
+
+    /// The contents of any string, as one shared rule.
+    fn any_content(&mut self) -> Expr {
+        if let Some(id) = self.g.rule_id("string-content") {
+            return Expr::Rule(id);
+        }
+        let body = no_inline(Expr::Regex(length_hir(0, None).to_string()));
+        self.names.insert("string-content".into());
+        Expr::Rule(self.g.add_rule("string-content", body))
+    }
+
+    fn any_string(&mut self) -> Expr {
+        if let Some(id) = self.any_string {
+            return Expr::Rule(id);
+        }
+        let body = seq(vec![lit("\""), Expr::Regex(length_hir(0, None).to_string()), lit("\"")]);
+        let id = self.add_rule("string", body);
+        self.any_string = Some(id);
+        Expr::Rule(id)
+    }
+
+    /// String contents (escaped) of any string except the given ones: a trie over the
+    /// excluded strings' characters, each node allowing "end here" unless it is one of them,
+    /// any character not continuing the trie followed by anything.
+    fn string_not_in(&mut self, excluded: &[String]) -> Expr {
+        let any = self.any_content();
+        let words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
+        fn build(words: &[Vec<char>], depth: usize, any: &Expr) -> Expr {
+            let terminal = words.iter().any(|w| w.len() == depth);
+            let mut children: Vec<char> = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]).collect();
+            children.sort();
+            children.dedup();
+            let mut alts = Vec::new();
+            if !terminal {
+                alts.push(Expr::Empty);
+            }
+            for &c in &children {
+                let sub: Vec<Vec<char>> = words.iter().filter(|w| w.len() > depth && w[depth] == c).cloned().collect();
+                let mut s = String::new();
+                crate::escape::escape_char(c, &mut s);
+                alts.push(seq(vec![lit(&s), build(&sub, depth + 1, any)]));
+            }
+            // Any other character, then anything.
+            let mut cls = regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new('\0', char::MAX)]);
+            let mut ex = regex_syntax::hir::ClassUnicode::new(children.iter().map(|&c| regex_syntax::hir::ClassUnicodeRange::new(c, c)));
+            ex.negate();
+            cls.intersect(&ex);
+            if cls.ranges().first().is_some() {
+                let h = crate::escape::class_hir(&cls);
+                alts.push(seq(vec![Expr::Regex(h.to_string()), any.clone()]));
+            }
+            if alts.len() == 1 {
+                alts.pop().unwrap()
+            } else {
+                Expr::Alt(alts)
+            }
+        }
+        build(&words, 0, &any)
+    }
+
+    // ---------------------------------------------------------------------------- arrays
+
+    fn array_expr(&mut self, node: &Node, depth: usize) -> Result<Option<Expr>, SchemaError> {
+        let mut prefix: Vec<Conj> = Vec::new();
+        let mut rest: Conj = Conj::new();
+        let mut rest_false = false;
+        let mut min_items: u64 = 0;
+        let mut max_items: Option<u64> = None;
+        let mut contains: Vec<Sid> = Vec::new();
+        let mut unique = false;
+        let mut unique_ptr = String::new();
+        // Per member: its prefix and rest.
+        let mut per_member: Vec<(Vec<Sid>, Option<Sid>)> = Vec::new();
+        for &sid in &node.members {
+            let Value::Object(m) = self.schema(sid) else { continue };
+            let draft = self.draft(sid);
+            if draft <= Draft::Draft7 && m.contains_key("$ref") {
+                continue;
+            }
+            let ptr = self.ptr(sid);
+            let mut pre = Vec::new();
+            let mut r = None;
+            if draft >= Draft::Draft202012 {
+                if let Some(Value::Array(a)) = m.get("prefixItems") {
+                    pre = (0..a.len()).map(|i| self.child(sid, &["prefixItems", &i.to_string()])).collect();
+                }
+                if m.contains_key("items") {
+                    r = Some(self.child(sid, &["items"]));
+                }
+            } else {
+                match m.get("items") {
+                    Some(Value::Array(a)) => {
+                        pre = (0..a.len()).map(|i| self.child(sid, &["items", &i.to_string()])).collect();
+                        if m.contains_key("additionalItems") {
+                            r = Some(self.child(sid, &["additionalItems"]));
+                        }
+                    }
+                    Some(_) => r = Some(self.child(sid, &["items"])),
+                    None => {}
+                }
+            }
+            // Items evaluated by nothing else must satisfy unevaluatedItems; requiring it of
+            // every rest item is narrower (items matched by `contains` included), so sound.
+            if r.is_none() && m.contains_key("unevaluatedItems") {
+                r = Some(self.child(sid, &["unevaluatedItems"]));
+            }
+            for (k, slot_min) in [("minItems", true), ("maxItems", false)] {
+                if let Some(v) = m.get(k) {
+                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = n.ceil() as u64;
+                    if slot_min {
+                        min_items = min_items.max(n);
+                    } else {
+                        max_items = Some(max_items.map_or(n, |x| x.min(n)));
+                    }
+                }
+            }
+            if m.contains_key("contains") && draft >= Draft::Draft6 {
+                let min_c = m.get("minContains").and_then(Value::as_f64).map(|f| f.ceil() as u64).filter(|_| draft >= Draft::Draft201909);
+                if min_c == Some(0) {
+                    // contains with minContains 0 constrains nothing (maxContains aside).
+                } else {
+                    if min_c.is_some_and(|c| c > 1) {
+                        node_push_unsupported(self, "minContains", &ptr)?;
+                    }
+                    contains.push(self.child(sid, &["contains"]));
+                }
+                if m.contains_key("maxContains") && draft >= Draft::Draft201909 {
+                    node_push_unsupported(self, "maxContains", &ptr)?;
+                }
+            }
+            if m.get("uniqueItems") == Some(&Value::Bool(true)) {
+                unique = true;
+                unique_ptr = ptr.clone();
+            }
+            per_member.push((pre, r));
+        }
+        let k = per_member.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        for i in 0..k {
+            let mut c = Conj::new();
+            let mut impossible = false;
+            for (pre, r) in &per_member {
+                if i < pre.len() {
+                    c.insert((pre[i], false));
+                } else if let Some(r) = r {
+                    c.insert((*r, false));
+                }
+                let _ = &mut impossible;
+            }
+            prefix.push(c);
+        }
+        for (_, r) in &per_member {
+            if let Some(r) = r {
+                rest.insert((*r, false));
+                if self.schema(*r) == Value::Bool(false) {
+                    rest_false = true;
+                }
+            }
+        }
+        if let Some(m) = max_items {
+            if min_items > m {
+                return Ok(None);
+            }
+        }
+        let cd = self.child_depth(depth);
+        let mut prefix_exprs: Vec<Option<Expr>> = Vec::new();
+        for c in &prefix {
+            prefix_exprs.push(self.value_rule(c, cd, None)?);
+        }
+        // A position whose schema admits nothing caps the length.
+        if let Some(i) = prefix_exprs.iter().position(|e| e.is_none()) {
+            max_items = Some(max_items.map_or(i as u64, |m| m.min(i as u64)));
+            prefix_exprs.truncate(i);
+            rest_false = true;
+        }
+        let rest_expr = if rest_false { None } else { self.value_rule(&rest, cd, None)? };
+        if let Some(m) = max_items {
+            if min_items > m {
+                return Ok(None);
+            }
+        }
+        let open = lit("[");
+        let close = lit("]");
+        // uniqueItems over enum-like items.
+        if unique {
+            if let Some(e) = self.unique_array(&prefix, &rest, rest_false, min_items, max_items, depth, &contains)? {
+                return Ok(e);
+            }
+            self.unenforced("uniqueItems", &unique_ptr, "only arrays of a few enum-like items are made unique")?;
+        }
+        if !contains.is_empty() {
+            if contains.len() > 1 || !prefix_exprs.is_empty() || min_items > 1 || max_items.is_some() || rest_false {
+                let p = self.ptr(contains[0]);
+                self.unenforced("contains", &p, "contains together with prefix items, several contains, or item counts")?;
+            } else {
+                let mut c = rest.clone();
+                c.insert((contains[0], false));
+                let Some(ce) = self.value_rule(&c, cd, None)? else { return Ok(None) };
+                let item = rest_expr.clone().expect("rest not false");
+                let sep = self.item_sep(depth);
+                let body = seq(vec![
+                    self.first_prefix(depth),
+                    Expr::star(seq(vec![item.clone(), sep.clone()])),
+                    ce,
+                    Expr::star(seq(vec![sep, item])),
+                    self.close_prefix(depth),
+                ]);
+                return Ok(Some(seq(vec![open, body, close])));
+            }
+        }
+        // Items from position i on, given i already emitted.
+        let min = min_items;
+        let max = max_items;
+        let mut tail: Option<Expr> = None; // grammar after all prefix items (position k')
+        let kp = prefix_exprs.len() as u64;
+        let sep = self.item_sep(depth);
+        // Rest part after kp items (kp ≥ 1 here means a separator precedes each).
+        let rest_part = |first: bool, need: u64, cap: Option<u64>| -> Option<Expr> {
+            let Some(r) = rest_expr.clone() else {
+                return if need == 0 { Some(Expr::Empty) } else { None };
+            };
+            if cap == Some(0) {
+                return if need == 0 { Some(Expr::Empty) } else { None };
+            }
+            let more = Expr::repeat(seq(vec![sep.clone(), r.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap.map(|c| (c - 1).min(u32::MAX as u64) as u32));
+            let one_or_more = seq(vec![if first { Expr::Empty } else { sep.clone() }, r, more]);
+            if need == 0 {
+                Some(Expr::optional(one_or_more))
+            } else {
+                Some(one_or_more)
+            }
+        };
+        // Build from the end of the prefix backwards.
+        let after_prefix = rest_part(kp == 0, min.saturating_sub(kp), max.map(|m| m.saturating_sub(kp)));
+        if max.is_some_and(|m| m < kp) {
+            // Fewer items than the prefix: truncate.
+        }
+        tail = after_prefix.or(tail);
+        let mut cur: Option<Expr> = tail;
+        for i in (0..kp).rev() {
+            let item = prefix_exprs[i as usize].clone().unwrap();
+            let emitted = cur.map(|t| seq(vec![if i == 0 { Expr::Empty } else { sep.clone() }, item, t]));
+            let allowed_here = max.is_none_or(|m| i < m);
+            let emitted = if allowed_here { emitted } else { None };
+            cur = if i >= min {
+                // May stop before item i.
+                match emitted {
+                    Some(e) => Some(Expr::optional(e)),
+                    None => Some(Expr::Empty),
+                }
+            } else {
+                emitted
+            };
+        }
+        let Some(inner) = cur else { return Ok(None) };
+        // inner may be empty (no items): container shape.
+        let nonempty_possible = inner != Expr::Empty;
+        let can_be_empty = min == 0;
+        let mut alts = Vec::new();
+        if nonempty_possible {
+            let ne = self.strip_empty(inner, can_be_empty);
+            if let Some(ne) = ne {
+                alts.push(seq(vec![open.clone(), self.first_prefix(depth), ne, self.close_prefix(depth), close.clone()]));
+            }
+        }
+        if can_be_empty {
+            alts.push(seq(vec![open, self.empty_inside(), close]));
+        }
+        Ok(alt(alts).map(|e| {
+            let name = format!("{}-array", sanitize(&self.ptr(node.members.first().copied().unwrap_or(0))));
+            Expr::Rule(self.add_rule(&name, no_inline(e)))
+        }))
+    }
+
+    /// `inner` is `X?` or `X` where X is non-empty; return X (the non-empty form) when the
+    /// empty case is emitted separately.
+    fn strip_empty(&self, inner: Expr, can_be_empty: bool) -> Option<Expr> {
+        if !can_be_empty {
+            return Some(inner);
+        }
+        match inner {
+            Expr::Repeat { expr, min: 0, max: Some(1) } => Some(*expr),
+            Expr::Empty => None,
+            other => Some(other),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn unique_array(
+        &mut self,
+        prefix: &[Conj],
+        rest: &Conj,
+        rest_false: bool,
+        min: u64,
+        max: Option<u64>,
+        depth: usize,
+        contains: &[Sid],
+    ) -> Result<Option<Option<Expr>>, SchemaError> {
+        if !prefix.is_empty() || rest_false || !contains.is_empty() {
+            return Ok(None);
+        }
+        // The finite set of item values, if the rest schema is enum-like.
+        let Some(values) = self.finite_values(rest)? else { return Ok(None) };
+        if values.len() > 8 {
+            return Ok(None);
+        }
+        let n = values.len();
+        let cd = self.child_depth(depth);
+        let lits: Vec<Expr> = values.iter().map(|v| self.literal_value(v, cd)).collect();
+        let max = max.map_or(n as u64, |m| m.min(n as u64));
+        if min > max {
+            return Ok(Some(None));
+        }
+        // State: used-set mask. U(mask) = end | sep v_i U(mask | i).
+        let mut ids: HashMap<u32, RuleId> = HashMap::new();
+        for mask in 0..(1u32 << n) {
+            ids.insert(mask, self.add_rule("unique-items", Expr::Empty));
+        }
+        let sep = self.item_sep(depth);
+        for mask in 0..(1u32 << n) {
+            let count = mask.count_ones() as u64;
+            let mut alts = Vec::new();
+            if count >= min.max(1) {
+                alts.push(seq(vec![self.close_prefix(depth), lit("]")]));
+            }
+            if count < max {
+                for i in 0..n {
+                    if mask & (1 << i) == 0 {
+                        let pre = if mask == 0 { self.first_prefix(depth) } else { sep.clone() };
+                        alts.push(seq(vec![pre, lits[i].clone(), Expr::Rule(ids[&(mask | 1 << i)])]));
+                    }
+                }
+            }
+            let body = if alts.is_empty() { Expr::Alt(vec![]) } else { Expr::Alt(alts) };
+            self.g.set_body(ids[&mask], body);
+        }
+        let mut alts = vec![seq(vec![lit("["), Expr::Rule(ids[&0])])];
+        if min == 0 {
+            alts.push(seq(vec![lit("["), self.empty_inside(), lit("]")]));
+        }
+        Ok(Some(alt(alts)))
+    }
+
+    /// The values of a conjunction when it is a small finite set (enum/const/boolean/null).
+    fn finite_values(&mut self, c: &Conj) -> Result<Option<Vec<Value>>, SchemaError> {
+        let branches = self.dnf(c)?;
+        let mut out: Vec<Value> = Vec::new();
+        for b in branches {
+            let mut types = T_ALL;
+            let mut values: Option<Vec<Value>> = None;
+            for &(sid, neg) in &b {
+                if neg {
+                    return Ok(None);
+                }
+                let Value::Object(m) = self.schema(sid) else { continue };
+                for (k, v) in &m {
+                    match k.as_str() {
+                        "type" => types &= types_of(v),
+                        "enum" => values = Some(v.as_array().cloned().unwrap_or_default()),
+                        "const" => values = Some(vec![v.clone()]),
+                        kk if IGNORED.contains(&kk) => {}
+                        _ => return Ok(None),
+                    }
+                }
+            }
+            let vals = match values {
+                Some(v) => v.into_iter().filter(|x| value_type(x) & types != 0).collect(),
+                None => {
+                    let mut v = Vec::new();
+                    if types & !(T_NULL | T_BOOL) != 0 {
+                        return Ok(None);
+                    }
+                    if types & T_NULL != 0 {
+                        v.push(Value::Null);
+                    }
+                    if types & T_BOOL != 0 {
+                        v.push(Value::Bool(true));
+                        v.push(Value::Bool(false));
+                    }
+                    v
+                }
+            };
+            for v in vals {
+                if !out.iter().any(|o| json_eq(o, &v)) {
+                    out.push(v);
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    // --------------------------------------------------------------------------- objects
+
+    fn object_expr(&mut self, node: &Node, depth: usize) -> Result<Option<Expr>, SchemaError> {
+        struct MemberObj {
+            sid: Sid,
+            props: Vec<String>,
+            patterns: Vec<(String, Sid)>,
+            additional: Option<Sid>,
+            unevaluated: Option<Sid>,
+            property_names: Option<Sid>,
+        }
+        let mut members: Vec<MemberObj> = Vec::new();
+        let mut order: Vec<String> = Vec::new();
+        let mut required: BTreeSet<String> = BTreeSet::new();
+        let mut min_props: u64 = 0;
+        let mut max_props: Option<u64> = None;
+        let mut deps: Vec<(String, Vec<String>)> = Vec::new();
+        for &sid in &node.members {
+            let Value::Object(m) = self.schema(sid) else { continue };
+            let draft = self.draft(sid);
+            if draft <= Draft::Draft7 && m.contains_key("$ref") {
+                continue;
+            }
+            let ptr = self.ptr(sid);
+            let mut mo = MemberObj { sid, props: vec![], patterns: vec![], additional: None, unevaluated: None, property_names: None };
+            if let Some(Value::Object(p)) = m.get("properties") {
+                for k in p.keys() {
+                    mo.props.push(k.clone());
+                    if !order.contains(k) {
+                        order.push(k.clone());
+                    }
+                }
+            }
+            if let Some(Value::Object(p)) = m.get("patternProperties") {
+                for k in p.keys() {
+                    let c = self.child(sid, &["patternProperties", k]);
+                    mo.patterns.push((k.clone(), c));
+                }
+            }
+            if m.contains_key("additionalProperties") {
+                mo.additional = Some(self.child(sid, &["additionalProperties"]));
+            }
+            if m.contains_key("unevaluatedProperties") {
+                mo.unevaluated = Some(self.child(sid, &["unevaluatedProperties"]));
+            }
+            if m.contains_key("propertyNames") && draft >= Draft::Draft6 {
+                mo.property_names = Some(self.child(sid, &["propertyNames"]));
+            }
+            if let Some(Value::Array(r)) = m.get("required") {
+                for x in r.iter().filter_map(Value::as_str) {
+                    required.insert(x.to_string());
+                }
+            }
+            for (k, slot_min) in [("minProperties", true), ("maxProperties", false)] {
+                if let Some(v) = m.get(k) {
+                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = n.ceil() as u64;
+                    if slot_min {
+                        min_props = min_props.max(n);
+                    } else {
+                        max_props = Some(max_props.map_or(n, |x| x.min(n)));
+                    }
+                }
+            }
+            // `dependencies` (up to draft 7) is honoured in every draft, as validators do.
+            let dep_kw: Vec<&str> = if draft >= Draft::Draft201909 { vec!["dependentRequired", "dependentSchemas", "dependencies"] } else { vec!["dependencies"] };
+            for kw in dep_kw {
+                if let Some(Value::Object(d)) = m.get(kw) {
+                    for (a, v) in d {
+                        match v {
+                            Value::Array(names) => {
+                                let names: Vec<String> = names.iter().filter_map(|x| x.as_str().map(String::from)).collect();
+                                if !names.is_empty() {
+                                    deps.push((a.clone(), names));
+                                }
+                            }
+                            Value::Bool(true) => {}
+                            Value::Object(o) if o.is_empty() => {}
+                            Value::Bool(false) => deps.push((a.clone(), vec![])), // a must be absent
+                            _ => self.unenforced(kw, &ptr, "dependent schemas are not enforced")?,
+                        }
+                    }
+                }
+            }
+            members.push(mo);
+        }
+        // Declared names: properties in order, then required, then dependency names.
+        for r in &required {
+            if !order.contains(r) {
+                order.push(r.clone());
+            }
+        }
+        for (a, bs) in &deps {
+            for n in std::iter::once(a).chain(bs.iter()) {
+                if !order.contains(n) && members.iter().any(|m| m.additional.is_some() || !m.patterns.is_empty()) {
+                    order.push(n.clone());
+                }
+            }
+        }
+        for (a, bs) in &deps {
+            for n in std::iter::once(a).chain(bs.iter()) {
+                if !order.contains(n) {
+                    order.push(n.clone());
+                }
+            }
+        }
+        let cd = self.child_depth(depth);
+        // Value grammar of each declared name.
+        let mut declared: Vec<(String, Option<Expr>)> = Vec::new();
+        for name in &order {
+            let mut c = Conj::new();
+            let mut forbidden = false;
+            for mo in &members {
+                let mut matched = false;
+                if mo.props.contains(name) {
+                    c.insert((self.child(mo.sid, &["properties", name]), false));
+                    matched = true;
+                }
+                for (p, psid) in &mo.patterns {
+                    let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(mo.sid), pattern: p.clone(), reason: e.0 })?;
+                    if hir_matches(&hir, name) {
+                        c.insert((*psid, false));
+                        matched = true;
+                    }
+                }
+                if !matched {
+                    if let Some(a) = mo.additional {
+                        c.insert((a, false));
+                    } else if let Some(u) = mo.unevaluated {
+                        c.insert((u, false));
+                    }
+                }
+                if let Some(pn) = mo.property_names {
+                    if !self.name_ok(pn, name)? {
+                        forbidden = true;
+                    }
+                }
+            }
+            let e = if forbidden { None } else { self.value_rule(&c, cd, None)? };
+            if e.is_none() && required.contains(name) {
+                return Ok(None);
+            }
+            declared.push((name.clone(), e));
+        }
+        // Extra properties.
+        let extras = self.extra_properties(&members.iter().map(|m| (m.sid, m.patterns.clone(), m.additional, m.unevaluated, m.property_names)).collect::<Vec<_>>(), &order, cd)?;
+        // The chain.
+        let names: Vec<String> = declared.iter().map(|(n, _)| n.clone()).collect();
+        let relevant: Vec<usize> = {
+            let mut r: Vec<usize> = Vec::new();
+            for (a, bs) in &deps {
+                for n in std::iter::once(a).chain(bs.iter()) {
+                    if let Some(i) = names.iter().position(|x| x == n) {
+                        if !r.contains(&i) {
+                            r.push(i);
+                        }
+                    }
+                }
+            }
+            r
+        };
+        if relevant.len() > 12 {
+            let p = self.ptr(node.members[0]);
+            self.unenforced("dependentRequired", &p, "more than 12 properties involved")?;
+        }
+        let relevant: Vec<usize> = relevant.into_iter().take(12).collect();
+        let cap = if max_props.is_some() || min_props > 0 {
+            max_props.unwrap_or(0).max(min_props) + 1
+        } else {
+            0
+        };
+        if cap > 64 && declared.len() > 64 {
+            let p = self.ptr(node.members[0]);
+            self.unenforced("maxProperties", &p, "counts above 64 with many properties")?;
+        }
+        let chain = Chain {
+            declared,
+            required: required.clone(),
+            deps: deps
+                .iter()
+                .filter_map(|(a, bs)| {
+                    let ai = names.iter().position(|x| x == a)?;
+                    let bis: Vec<usize> = bs.iter().filter_map(|b| names.iter().position(|x| x == b)).collect();
+                    Some((ai, bis, bs.is_empty()))
+                })
+                .collect(),
+            relevant,
+            cap,
+            min_props,
+            max_props,
+            extras,
+            depth,
+            base: sanitize(&self.ptr(node.members.first().copied().unwrap_or(0))),
+        };
+        let mut memo: HashMap<(usize, u64, u32, bool), Option<Expr>> = HashMap::new();
+        let body = self.chain_rule(&chain, 0, 0, 0, false, &mut memo)?;
+        Ok(body.map(|b| {
+            let name = format!("{}-object", chain.base);
+            Expr::Rule(self.add_rule(&name, no_inline(seq(vec![lit("{"), b]))))
+        }))
+    }
+
+    fn name_ok(&mut self, pn: Sid, name: &str) -> Result<bool, SchemaError> {
+        match self.schema(pn) {
+            Value::Bool(b) => Ok(b),
+            _ => {
+                let v = Value::String(name.to_string());
+                match self.validator(pn) {
+                    Some(val) => Ok(val.is_valid(&v)),
+                    None => Ok(true),
+                }
+            }
+        }
+    }
+
+    /// The grammar of one extra `key: value` member, if extras are allowed.
+    fn extra_properties(
+        &mut self,
+        members: &[(Sid, Vec<(String, Sid)>, Option<Sid>, Option<Sid>, Option<Sid>)],
+        declared: &[String],
+        cd: usize,
+    ) -> Result<Option<Expr>, SchemaError> {
+        let mut value_conj = Conj::new();
+        let mut pattern_member: Option<(Sid, Vec<(String, Sid)>, bool)> = None;
+        let mut key_lang: Option<Hir> = None;
+        for (sid, patterns, additional, unevaluated, property_names) in members {
+            let add = additional.or(*unevaluated);
+            if !patterns.is_empty() {
+                if pattern_member.is_some() {
+                    // Two members with patternProperties: keep extras out (sound, narrower).
+                    return Ok(None);
+                }
+                let add_false = add.is_some_and(|a| self.schema(a) == Value::Bool(false));
+                pattern_member = Some((*sid, patterns.clone(), add_false));
+            } else if let Some(a) = add {
+                if self.schema(a) == Value::Bool(false) {
+                    return Ok(None);
+                }
+                value_conj.insert((a, false));
+            }
+            if let Some(pn) = property_names {
+                match self.simple_string_lang(*pn)? {
+                    Some(h) => {
+                        if key_lang.is_some() {
+                            return Ok(None);
+                        }
+                        // The extra names must avoid the declared ones: fine when no declared
+                        // name is in the language.
+                        if declared.iter().any(|d| hir_matches(&h, d)) {
+                            return Ok(None);
+                        }
+                        key_lang = Some(h);
+                    }
+                    None => return Ok(None),
+                }
+            }
+        }
+        let sep = self.key_sep();
+        if let Some((sid, patterns, _add_false)) = pattern_member {
+            // Keys from each pattern (no declared name may match it), value = its schema and
+            // the others' additionalProperties. Keys matching no pattern are left out.
+            if key_lang.is_some() {
+                return Ok(None);
+            }
+            if patterns.len() > 1 {
+                let p = self.ptr(sid);
+                self.unenforced("patternProperties", &p, "a key matching several patterns is checked against one")?;
+            }
+            let mut alts = Vec::new();
+            for (p, psid) in patterns {
+                let hir = full_match_hir(&p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
+                if declared.iter().any(|d| hir_matches(&hir, d)) {
+                    continue;
+                }
+                let mut c = value_conj.clone();
+                c.insert((psid, false));
+                let Some(v) = self.value_rule(&c, cd, None)? else { continue };
+                let key = escape_hir(&hir).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e })?;
+                alts.push(seq(vec![lit("\""), Expr::Regex(key.to_string()), lit("\""), sep.clone(), v]));
+            }
+            return Ok(alt(alts));
+        }
+        let Some(v) = self.value_rule(&value_conj, cd, None)? else { return Ok(None) };
+        let key = match key_lang {
+            Some(h) => {
+                let e = escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: String::new(), pattern: String::new(), reason: e })?;
+                Expr::Regex(e.to_string())
+            }
+            None => self.string_not_in(declared),
+        };
+        let kv = seq(vec![lit("\""), key, lit("\""), sep, v]);
+        Ok(Some(Expr::Rule(self.add_rule("extra-property", kv))))
+    }
+
+    /// The key language of a `propertyNames` schema of simple string form.
+    fn simple_string_lang(&mut self, sid: Sid) -> Result<Option<Hir>, SchemaError> {
+        match self.schema(sid) {
+            Value::Bool(true) => Ok(Some(length_hir_chars(0, None))),
+            Value::Bool(false) => Ok(None),
+            Value::Object(m) => {
+                let mut pat: Option<Hir> = None;
+                let mut min = 0u64;
+                let mut max = None;
+                for (k, v) in &m {
+                    match k.as_str() {
+                        "type" if v == "string" => {}
+                        "pattern" => {
+                            let p = v.as_str().unwrap_or("");
+                            let h = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.into(), reason: e.0 })?;
+                            pat = Some(h);
+                        }
+                        "maxLength" => max = v.as_u64(),
+                        "minLength" => min = v.as_u64().unwrap_or(0),
+                        kk if IGNORED.contains(&kk) => {}
+                        _ => return Ok(None),
+                    }
+                }
+                let h = match pat {
+                    Some(h) => {
+                        if min > 0 || max.is_some() {
+                            match with_length(&h, min, max) {
+                                Some(h) => h,
+                                None => return Ok(None),
+                            }
+                        } else {
+                            h
+                        }
+                    }
+                    None => length_hir_chars(min as u32, max.map(|m| m as u32)),
+                };
+                Ok(Some(h))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Members from declared index `i` on. `count` is capped at `chain.cap`, `mask` holds
+    /// the emitted names among `chain.relevant`, `any` says whether a member was emitted.
+    fn chain_rule(
+        &mut self,
+        ch: &Chain,
+        i: usize,
+        count: u64,
+        mask: u32,
+        any: bool,
+        memo: &mut HashMap<(usize, u64, u32, bool), Option<Expr>>,
+    ) -> Result<Option<Expr>, SchemaError> {
+        let key = (i, count, mask, any);
+        if let Some(e) = memo.get(&key) {
+            return Ok(e.clone());
+        }
+        let d = ch.depth;
+        let result = if i == ch.declared.len() {
+            // Dependencies satisfied?
+            let present = |j: usize| ch.relevant.iter().position(|&r| r == j).is_some_and(|b| mask & (1 << b) != 0);
+            let deps_ok = ch.deps.iter().all(|(a, bs, absent)| {
+                if !ch.relevant.contains(a) {
+                    return true;
+                }
+                !present(*a) || (!*absent && bs.iter().all(|&b| !ch.relevant.contains(&b) || present(b)))
+            });
+            if !deps_ok {
+                None
+            } else {
+                let need = ch.min_props.saturating_sub(count);
+                let cap = ch.max_props.map(|m| m.saturating_sub(count));
+                if ch.max_props.is_some_and(|m| count > m) {
+                    None
+                } else {
+                    let close = seq(vec![self.close_prefix(d), lit("}")]);
+                    let empty_close = seq(vec![self.empty_inside(), lit("}")]);
+                    match &ch.extras {
+                        None => {
+                            if need > 0 {
+                                None
+                            } else if any {
+                                Some(close)
+                            } else {
+                                Some(empty_close)
+                            }
+                        }
+                        Some(kv) => {
+                            let sep = self.item_sep(d);
+                            let first = if any { sep.clone() } else { self.first_prefix(d) };
+                            let cap_u = cap.map(|c| c.min(u32::MAX as u64) as u32);
+                            if cap_u == Some(0) {
+                                if need > 0 {
+                                    None
+                                } else if any {
+                                    Some(close)
+                                } else {
+                                    Some(empty_close)
+                                }
+                            } else {
+                                let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
+                                let some = seq(vec![first, kv.clone(), more, close.clone()]);
+                                if need > 0 {
+                                    Some(some)
+                                } else {
+                                    let none = if any { close } else { empty_close };
+                                    Some(Expr::Alt(vec![some, none]))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            let (name, value) = ch.declared[i].clone();
+            let bit = ch.relevant.iter().position(|&r| r == i);
+            let mut alts = Vec::new();
+            // Emit it.
+            if let Some(v) = value {
+                let ok_count = ch.max_props.is_none_or(|m| count < m);
+                if ok_count {
+                    let ncount = if ch.cap > 0 { (count + 1).min(ch.cap) } else { 0 };
+                    let nmask = match bit {
+                        Some(b) => mask | (1 << b),
+                        None => mask,
+                    };
+                    if let Some(rest) = self.chain_rule(ch, i + 1, ncount, nmask, true, memo)? {
+                        let pre = if any { self.item_sep(d) } else { self.first_prefix(d) };
+                        alts.push(seq(vec![pre, lit(&json_string(&name)), self.key_sep(), v, rest]));
+                    }
+                }
+            }
+            // Skip it.
+            if !ch.required.contains(&name) {
+                if let Some(rest) = self.chain_rule(ch, i + 1, count, mask, any, memo)? {
+                    alts.push(rest);
+                }
+            }
+            match alt(alts) {
+                None => None,
+                Some(e) => {
+                    let name = format!("{}-obj-{i}", ch.base);
+                    Some(Expr::Rule(self.add_rule(&name, no_inline(e))))
+                }
+            }
+        };
+        memo.insert(key, result.clone());
+        Ok(result)
+    }
+}
+
+struct Chain {
+    declared: Vec<(String, Option<Expr>)>,
+    required: BTreeSet<String>,
+    /// (name index, required name indices, "name must be absent")
+    deps: Vec<(usize, Vec<usize>, bool)>,
+    relevant: Vec<usize>,
+    cap: u64,
+    min_props: u64,
+    max_props: Option<u64>,
+    extras: Option<Expr>,
+    depth: usize,
+    base: String,
+}
+
+fn node_push_unsupported(ctx: &mut Ctx, kw: &str, ptr: &str) -> Result<(), SchemaError> {
+    ctx.unenforced(kw, ptr, "counted contains is not enforced")
+}
+
+struct Sig {
+    types: u8,
+    values: Option<Vec<Value>>,
+    props: HashMap<String, Vec<Value>>,
+}
+
+impl Sig {
+    fn meet(&mut self, o: Sig) {
+        self.types &= o.types;
+        if o.values.is_some() {
+            self.values = o.values;
+        }
+        self.props.extend(o.props);
+    }
+    fn effective_types(&self) -> u8 {
+        match &self.values {
+            Some(v) => v.iter().fold(0, |t, x| t | value_type(x) | if value_type(x) == T_INT { T_INT } else { 0 }) & (self.types | if self.types & T_FRAC != 0 { T_INT } else { 0 }),
+            None => self.types,
+        }
+    }
+    fn disjoint(&self, o: &Sig) -> bool {
+        if self.effective_types() & o.effective_types() == 0 {
+            return true;
+        }
+        if let (Some(a), Some(b)) = (&self.values, &o.values) {
+            if !a.iter().any(|x| b.iter().any(|y| json_eq(x, y))) {
+                return true;
+            }
+        }
+        // Both objects with a required property of disjoint constant values. The types of
+        // both must be object-only for this to decide.
+        if self.types == T_OBJ && o.types == T_OBJ {
+            for (k, a) in &self.props {
+                if let Some(b) = o.props.get(k) {
+                    if !a.iter().any(|x| b.iter().any(|y| json_eq(x, y))) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
+fn types_of(t: &Value) -> u8 {
+    match t {
+        Value::String(s) => type_bits(s).unwrap_or(0),
+        Value::Array(a) => a.iter().filter_map(|x| x.as_str().and_then(type_bits)).fold(0, |x, y| x | y),
+        _ => T_ALL,
+    }
+}
+
+fn lcm(a: u128, b: u128) -> u128 {
+    if a == 0 || b == 0 {
+        return 0;
+    }
+    fn gcd(a: u128, b: u128) -> u128 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = gcd(a, b);
+    (a / g).checked_mul(b).unwrap_or(0)
+}
+
+fn regex_expr(r: String) -> Option<Expr> {
+    if r == "[a&&b]" {
+        None
+    } else {
+        Some(Expr::Regex(r))
+    }
+}
+
+fn draft_uri(d: Draft) -> &'static str {
+    match d {
+        Draft::Draft4 => "http://json-schema.org/draft-04/schema#",
+        Draft::Draft6 => "http://json-schema.org/draft-06/schema#",
+        Draft::Draft7 => "http://json-schema.org/draft-07/schema#",
+        Draft::Draft201909 => "https://json-schema.org/draft/2019-09/schema",
+        Draft::Draft202012 => "https://json-schema.org/draft/2020-12/schema",
+    }
+}
+
+/// Does the full-match character language `h` contain `s`?
+fn hir_matches(h: &Hir, s: &str) -> bool {
+    let anchored = Hir::concat(vec![
+        Hir::look(regex_syntax::hir::Look::Start),
+        h.clone(),
+        Hir::look(regex_syntax::hir::Look::End),
+    ]);
+    match regex_automata::meta::Regex::builder().build_from_hir(&anchored) {
+        Ok(re) => re.is_match(s),
+        Err(_) => true,
+    }
+}
+
+fn length_hir_chars(min: u32, max: Option<u32>) -> Hir {
+    Hir::repetition(Repetition {
+        min,
+        max,
+        greedy: true,
+        sub: Box::new(Hir::class(regex_syntax::hir::Class::Unicode(regex_syntax::hir::ClassUnicode::new([
+            regex_syntax::hir::ClassUnicodeRange::new('\0', char::MAX),
+        ])))),
+    })
+}
+
+fn escape_if_needed(h: Hir, _b: bool) -> Hir {
+    h
+}
+fn parts_was_empty_len(b: bool) -> bool {
+    b
+}
+
+/// Character count of a fixed-length piece, if fixed.
+fn fixed_len(h: &Hir) -> Option<u64> {
+    match h.kind() {
+        HirKind::Empty => Some(0),
+        HirKind::Literal(l) => std::str::from_utf8(&l.0).ok().map(|s| s.chars().count() as u64),
+        HirKind::Class(_) => Some(1),
+        HirKind::Capture(c) => fixed_len(&c.sub),
+        HirKind::Repetition(r) if r.max == Some(r.min) => fixed_len(&r.sub).map(|n| n * r.min as u64),
+        HirKind::Concat(v) => v.iter().map(fixed_len).sum(),
+        HirKind::Alternation(v) => {
+            let f: Vec<Option<u64>> = v.iter().map(fixed_len).collect();
+            if f.iter().all(|x| x.is_some() && *x == f[0]) {
+                f[0]
+            } else {
+                None
+            }
+        }
+        HirKind::Look(_) => Some(0),
+        _ => None,
+    }
+}
+
+/// Intersects a character language with "length in [min, max]" when the language is a
+/// concatenation of fixed-length pieces and at most one repetition of a fixed-length piece
+/// (`^[a-z]+$`, `^x-[0-9]{2,}$`, unanchored `.*abc.*` excepted).
+fn with_length(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    let items: Vec<Hir> = match h.kind() {
+        HirKind::Concat(v) => v.clone(),
+        HirKind::Capture(c) => return with_length(&c.sub, min, max),
+        _ => vec![h.clone()],
+    };
+    let mut fixed_total = 0u64;
+    let mut var: Option<usize> = None;
+    for (i, it) in items.iter().enumerate() {
+        match fixed_len(it) {
+            Some(n) => fixed_total += n,
+            None => {
+                if var.is_some() {
+                    return None;
+                }
+                var = Some(i);
+            }
+        }
+    }
+    match var {
+        None => {
+            // Fixed length: either in range (no change) or empty.
+            if fixed_total >= min && max.is_none_or(|m| fixed_total <= m) {
+                Some(h.clone())
+            } else {
+                Some(Hir::fail())
+            }
+        }
+        Some(i) => {
+            let HirKind::Repetition(r) = items[i].kind() else { return None };
+            let unit = fixed_len(&r.sub)?;
+            if unit == 0 {
+                return None;
+            }
+            let lo_total = min.saturating_sub(fixed_total);
+            let lo = lo_total.div_ceil(unit).max(r.min as u64);
+            let hi = match (max, r.max) {
+                (Some(m), rm) => {
+                    if m < fixed_total {
+                        return Some(Hir::fail());
+                    }
+                    let h = (m - fixed_total) / unit;
+                    Some(rm.map_or(h, |x| h.min(x as u64)))
+                }
+                (None, rm) => rm.map(|x| x as u64),
+            };
+            if hi.is_some_and(|h| h < lo) {
+                return Some(Hir::fail());
+            }
+            let mut items = items.clone();
+            items[i] = Hir::repetition(Repetition {
+                min: lo.min(u32::MAX as u64) as u32,
+                max: hi.map(|h| h.min(u32::MAX as u64) as u32),
+                greedy: true,
+                sub: r.sub.clone(),
+            });
+            Some(Hir::concat(items))
+        }
+    }
+}

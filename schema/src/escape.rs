@@ -1,0 +1,137 @@
+//! From languages over decoded string characters to languages over the JSON text of the
+//! string's contents: every character becomes its canonical (serde_json) spelling.
+
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
+
+/// serde_json's spelling of `c` inside a string literal.
+pub(crate) fn escape_char(c: char, out: &mut String) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push(c),
+    }
+}
+
+/// serde_json's JSON text of a string (with the quotes).
+pub(crate) fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        escape_char(c, &mut out);
+    }
+    out.push('"');
+    out
+}
+
+/// Characters spelled as themselves.
+fn plain_ranges() -> Vec<ClassUnicodeRange> {
+    vec![
+        ClassUnicodeRange::new(' ', '!'),
+        ClassUnicodeRange::new('#', '['),
+        ClassUnicodeRange::new(']', char::MAX),
+    ]
+}
+
+/// The escaped-text language of one class of characters.
+pub(crate) fn class_hir(class: &ClassUnicode) -> Hir {
+    let mut plain = ClassUnicode::new(plain_ranges());
+    plain.intersect(class);
+    let mut alts = Vec::new();
+    if plain.ranges().first().is_some() {
+        alts.push(Hir::class(Class::Unicode(plain)));
+    }
+    // The escaped ones: `"`, `\`, and control characters.
+    for r in class.ranges() {
+        let (lo, hi) = (r.start() as u32, r.end() as u32);
+        for cp in lo..=hi.min(0x1F) {
+            alts.push(escaped_literal(char::from_u32(cp).unwrap()));
+        }
+        for special in ['"', '\\'] {
+            if (lo..=hi).contains(&(special as u32)) {
+                alts.push(escaped_literal(special));
+            }
+        }
+    }
+    match alts.len() {
+        0 => Hir::fail(),
+        1 => alts.pop().unwrap(),
+        _ => Hir::alternation(alts),
+    }
+}
+
+fn escaped_literal(c: char) -> Hir {
+    let mut s = String::new();
+    escape_char(c, &mut s);
+    Hir::literal(s.into_bytes())
+}
+
+/// Rewrites a character-level `hir` into the language of its strings' escaped spellings.
+pub(crate) fn escape_hir(h: &Hir) -> Result<Hir, String> {
+    Ok(match h.kind() {
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(lit) => {
+            let s = std::str::from_utf8(&lit.0).map_err(|_| "a byte-oriented pattern".to_string())?;
+            let mut out = String::new();
+            for c in s.chars() {
+                escape_char(c, &mut out);
+            }
+            Hir::literal(out.into_bytes())
+        }
+        HirKind::Class(Class::Unicode(c)) => class_hir(c),
+        HirKind::Class(Class::Bytes(_)) => return Err("a byte-oriented character class".into()),
+        HirKind::Look(_) => return Err("an assertion".into()),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            min: r.min,
+            max: r.max,
+            greedy: true,
+            sub: Box::new(escape_hir(&r.sub)?),
+        }),
+        HirKind::Capture(c) => escape_hir(&c.sub)?,
+        HirKind::Concat(v) => Hir::concat(v.iter().map(escape_hir).collect::<Result<_, _>>()?),
+        HirKind::Alternation(v) => Hir::alternation(v.iter().map(escape_hir).collect::<Result<_, _>>()?),
+    })
+}
+
+/// Any one character, escaped.
+pub(crate) fn any_char_hir() -> Hir {
+    class_hir(&ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]))
+}
+
+/// Escaped strings of `min..=max` characters.
+pub(crate) fn length_hir(min: u32, max: Option<u32>) -> Hir {
+    Hir::repetition(Repetition { min, max, greedy: true, sub: Box::new(any_char_hir()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_escapes_match_serde_json() {
+        for cp in (0u32..0x80).chain([0xA0, 0x2028, 0x1F600]) {
+            let c = char::from_u32(cp).unwrap();
+            let mut s = String::from("\"");
+            escape_char(c, &mut s);
+            s.push('"');
+            assert_eq!(s, serde_json::to_string(&c.to_string()).unwrap(), "U+{cp:04X}");
+        }
+    }
+
+    #[test]
+    fn escaped_class_language() {
+        let hir = escape_hir(&regex_syntax::parse(r#"[a"\\\n\x01]"#).unwrap()).unwrap();
+        let re = regex_automata::meta::Regex::new(&format!("^(?:{hir})$")).unwrap();
+        for ok in ["a", "\\\"", "\\\\", "\\n", "\\u0001"] {
+            assert!(re.is_match(ok), "{ok}");
+        }
+        for bad in ["\"", "\\", "\n", "\u{1}", "b"] {
+            assert!(!re.is_match(bad), "{bad:?}");
+        }
+    }
+}

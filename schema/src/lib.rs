@@ -1,0 +1,282 @@
+//! # stencil-schema
+//!
+//! JSON Schema → Stencil's grammar IR ([`stencil_grammar::Grammar`]) → the same matcher as
+//! GBNF, plus post-hoc validation of outputs with the `jsonschema` crate.
+//!
+//! ```
+//! use serde_json::json;
+//! use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
+//!
+//! let schema = json!({
+//!     "type": "object",
+//!     "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+//!     "required": ["name"],
+//!     "additionalProperties": false
+//! });
+//! let compiled = compile_schema(&schema, &SchemaOptions::compact()).unwrap();
+//! assert!(compiled.warnings.is_empty());
+//! // `compiled.grammar` goes to `stencil_mask::CompiledGrammar::new` like any GBNF grammar.
+//! let text = r#"{"name":"Ada","age":36}"#;
+//! let recognizer = stencil_grammar::reference::Recognizer::new(&compiled.grammar).unwrap();
+//! assert!(recognizer.matches(text.as_bytes()));
+//! // Outputs can be checked after the fact too:
+//! let instance: serde_json::Value = serde_json::from_str(text).unwrap();
+//! assert!(validate(&schema, &instance, &Registry::new()).is_ok());
+//! ```
+//!
+//! ## What the grammar enforces
+//! Types, `enum`/`const`, objects (`properties`, `required`, `additionalProperties`,
+//! `patternProperties`, `propertyNames` in simple forms, `minProperties`/`maxProperties`,
+//! `dependentRequired`), arrays (`items`, `prefixItems`, `additionalItems`,
+//! `minItems`/`maxItems`, `contains`, `uniqueItems` over small enum-like items), strings
+//! (`minLength`/`maxLength` in code points, `pattern` translated from ECMA-262, `format`),
+//! integer and decimal bounds, `multipleOf` for integers and powers of ten, `anyOf`, `oneOf`
+//! (disjoint branches), `allOf` (merged), `not` and `if`/`then`/`else` in simple forms, and
+//! `$ref` in every form (JSON pointers, `$anchor`, `$id`, remote documents from the
+//! caller's [`Registry`], recursion). A keyword it cannot enforce is an error in
+//! [`Mode::Strict`] and an [`Unenforced`] warning in [`Mode::Lenient`].
+//!
+//! ## Output shape
+//! Objects put declared properties first, in schema order (build with serde_json's
+//! `preserve_order`, which this crate enables, so "schema order" is the document's order),
+//! then any extra properties allowed by `additionalProperties`/`patternProperties`, whose
+//! names never repeat a declared one. Strings use serde_json's canonical escapes only:
+//! `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u00XX` (lowercase hex) for the other control
+//! characters, everything else literally. Numbers are JSON numbers; with bounds they are
+//! written without an exponent.
+
+mod compile;
+mod ecma;
+mod escape;
+mod formats;
+mod numbers;
+mod resolve;
+mod validate;
+
+pub use ecma::{translate_pattern, PatternError};
+pub use formats::format_regex;
+pub use numbers::{int_range_regex, Decimal};
+pub use validate::{validate, ValidationIssue};
+
+use serde_json::Value;
+use stencil_grammar::Grammar;
+use thiserror::Error;
+
+/// Whitespace between JSON tokens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Whitespace {
+    /// No whitespace except what [`SchemaOptions::item_separator`] and
+    /// [`SchemaOptions::key_separator`] contain.
+    Compact,
+    /// Optional runs of at most `max_run` bytes from `[ \t\n]` around every structural
+    /// token (`{ } [ ] , :`); the separators' own spaces are not forced. Small caps stop
+    /// runaway whitespace.
+    Flexible { max_run: usize },
+}
+
+/// Where declared properties may appear in an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PropertyOrder {
+    /// Declared properties in the order of the schema's `properties` (then `required`
+    /// names that `properties` lacks), extra properties after them.
+    #[default]
+    SchemaOrder,
+}
+
+/// What to do with a keyword that constrains instances but that the grammar cannot enforce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Refuse the schema: [`SchemaError::UnsupportedKeyword`] (or a more specific error).
+    #[default]
+    Strict,
+    /// Compile anyway, list the keyword in [`CompiledSchema::warnings`]; check outputs with
+    /// [`validate`].
+    Lenient,
+}
+
+/// JSON Schema drafts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub enum Draft {
+    Draft4,
+    Draft6,
+    Draft7,
+    Draft201909,
+    #[default]
+    Draft202012,
+}
+
+impl Draft {
+    /// The draft a `$schema` URI names, if it is a known meta-schema.
+    pub fn from_uri(uri: &str) -> Option<Draft> {
+        let u = uri.trim_end_matches('#').trim_start_matches("https://").trim_start_matches("http://");
+        match u {
+            "json-schema.org/draft-04/schema" => Some(Draft::Draft4),
+            "json-schema.org/draft-06/schema" => Some(Draft::Draft6),
+            "json-schema.org/draft-07/schema" => Some(Draft::Draft7),
+            "json-schema.org/draft/2019-09/schema" => Some(Draft::Draft201909),
+            "json-schema.org/draft/2020-12/schema" => Some(Draft::Draft202012),
+            _ => None,
+        }
+    }
+}
+
+/// Documents that `$ref`s may name, by absolute URI. Filled by the caller (from files or
+/// memory); nothing is ever fetched.
+///
+/// ```
+/// let mut registry = stencil_schema::Registry::new();
+/// registry.insert("http://example.com/int.json", serde_json::json!({"type": "integer"}));
+/// assert!(registry.get("http://example.com/int.json").is_some());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    docs: std::collections::BTreeMap<String, Value>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Registers `document` under `uri` (any fragment is dropped).
+    pub fn insert(&mut self, uri: &str, document: Value) {
+        self.docs.insert(resolve::normalize_uri(uri), document);
+    }
+    /// The document registered under `uri`.
+    pub fn get(&self, uri: &str) -> Option<&Value> {
+        self.docs.get(&resolve::normalize_uri(uri))
+    }
+    /// All registered documents.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.docs.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// How to compile a schema. [`SchemaOptions::default`] is flexible whitespace (runs of at
+/// most 2 bytes), separators `", "` and `": "` (used only by the compact and indented
+/// styles), schema order, strict mode, draft 2020-12 when `$schema` is absent.
+#[derive(Clone, Debug)]
+pub struct SchemaOptions {
+    pub whitespace: Whitespace,
+    /// Pretty-printing with this many spaces per level, exactly as serde_json's
+    /// `to_string_pretty` does for 2; overrides [`SchemaOptions::whitespace`] when set.
+    pub indent: Option<usize>,
+    /// Between array items and between object members (compact style); in the indented
+    /// style its trailing spaces are dropped before the newline.
+    pub item_separator: String,
+    /// Between a key and its value (compact and indented styles).
+    pub key_separator: String,
+    pub property_order: PropertyOrder,
+    pub mode: Mode,
+    pub registry: Registry,
+    /// The draft of documents without `$schema`.
+    pub default_draft: Draft,
+    /// Enforce `format` (the default; the 2020-12 test suite's main `format.json` treats it as
+    /// an annotation, its `optional/format` as an assertion).
+    pub assert_formats: bool,
+    /// Nesting depth of the indented style beyond which recursive schemas stop (the grammar
+    /// needs one rule per depth).
+    pub max_indent_depth: usize,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            whitespace: Whitespace::Flexible { max_run: 2 },
+            indent: None,
+            item_separator: ", ".into(),
+            key_separator: ": ".into(),
+            property_order: PropertyOrder::SchemaOrder,
+            mode: Mode::Strict,
+            registry: Registry::new(),
+            default_draft: Draft::Draft202012,
+            assert_formats: true,
+            max_indent_depth: 24,
+        }
+    }
+}
+
+impl SchemaOptions {
+    /// No whitespace at all: `{"a":1,"b":[1,2]}` — serde_json's `to_string`.
+    pub fn compact() -> Self {
+        SchemaOptions {
+            whitespace: Whitespace::Compact,
+            item_separator: ",".into(),
+            key_separator: ":".into(),
+            ..Default::default()
+        }
+    }
+    /// serde_json's `to_string_pretty`: two spaces per level.
+    pub fn pretty() -> Self {
+        SchemaOptions { indent: Some(2), ..Default::default() }
+    }
+    /// The same options in lenient mode.
+    pub fn lenient(mut self) -> Self {
+        self.mode = Mode::Lenient;
+        self
+    }
+}
+
+/// A keyword that the grammar does not enforce (lenient mode): outputs must be checked with
+/// [`validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unenforced {
+    pub keyword: String,
+    /// JSON pointer of the subschema holding the keyword (with the document URI when it is
+    /// not the root document).
+    pub pointer: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Unenforced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` at {} is not enforced: {}", self.keyword, display_pointer(&self.pointer), self.reason)
+    }
+}
+
+fn display_pointer(p: &str) -> String {
+    if p.is_empty() {
+        "#".into()
+    } else {
+        format!("#{p}")
+    }
+}
+
+/// A compiled schema: the grammar and what it leaves to post-hoc validation.
+#[derive(Clone, Debug)]
+pub struct CompiledSchema {
+    pub grammar: Grammar,
+    pub warnings: Vec<Unenforced>,
+}
+
+/// Why a schema could not be compiled. Every variant names the JSON pointer of the
+/// subschema involved.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SchemaError {
+    #[error("`{keyword}` at {} cannot be enforced by a grammar: {reason}", display_pointer(.pointer))]
+    UnsupportedKeyword { keyword: String, pointer: String, reason: String },
+    #[error("`{keyword}` at {} has an invalid value: {reason}", display_pointer(.pointer))]
+    InvalidKeyword { keyword: String, pointer: String, reason: String },
+    #[error("`pattern` {pattern:?} at {} cannot be used: {reason}", display_pointer(.pointer))]
+    BadPattern { pointer: String, pattern: String, reason: String },
+    #[error("`$ref` {reference:?} at {} does not resolve: {reason}", display_pointer(.pointer))]
+    UnresolvableRef { pointer: String, reference: String, reason: String },
+    #[error("the schema at {} admits no value: {reason}", display_pointer(.pointer))]
+    Unsatisfiable { pointer: String, reason: String },
+    #[error("compiling the schema at {} exceeded a limit: {reason}", display_pointer(.pointer))]
+    TooLarge { pointer: String, reason: String },
+}
+
+/// Compiles `schema` into a grammar whose language is JSON text (in the options' style)
+/// of instances valid against the schema (up to the keywords listed as warnings).
+///
+/// ```
+/// use stencil_schema::{compile_schema, Mode, SchemaError, SchemaOptions};
+/// let schema = serde_json::json!({"type": "string", "pattern": "(a)\\1"});
+/// match compile_schema(&schema, &SchemaOptions::default()) {
+///     Err(SchemaError::BadPattern { pointer, .. }) => assert_eq!(pointer, ""),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+pub fn compile_schema(schema: &Value, options: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+    compile::compile(schema, options)
+}

@@ -1,0 +1,233 @@
+//! Documents, base URIs, `$id`/`id`, `$anchor` and `$ref` resolution (JSON pointers,
+//! anchors, embedded resources, remote documents from the caller's registry).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use url::Url;
+
+use crate::{Draft, Registry, SchemaError};
+
+/// The base URI of a document that has no `$id`.
+pub(crate) const DEFAULT_BASE: &str = "json-schema:///root.json";
+
+/// `uri` without its fragment, normalized by the URL parser when it parses.
+pub(crate) fn normalize_uri(uri: &str) -> String {
+    match Url::parse(uri) {
+        Ok(mut u) => {
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => uri.trim_end_matches('#').to_string(),
+    }
+}
+
+/// A schema location: document index and JSON pointer.
+pub(crate) type Loc = (usize, String);
+
+pub(crate) struct Resources {
+    pub docs: Vec<Value>,
+    pub doc_uris: Vec<String>,
+    by_uri: HashMap<String, Loc>,
+    anchors: HashMap<String, Loc>,
+    info: HashMap<Loc, (Url, Draft)>,
+    default_draft: Draft,
+}
+
+/// Keywords whose value is one subschema.
+const SINGLE: &[&str] = &[
+    "additionalProperties",
+    "additionalItems",
+    "items",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
+/// Keywords whose value is an array of subschemas.
+const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Keywords whose value is a map of subschemas.
+const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+
+pub(crate) fn escape_pointer_token(t: &str) -> String {
+    t.replace('~', "~0").replace('/', "~1")
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Resources {
+    pub fn new(root: &Value, default_draft: Draft) -> Resources {
+        let mut r = Resources {
+            docs: Vec::new(),
+            doc_uris: Vec::new(),
+            by_uri: HashMap::new(),
+            anchors: HashMap::new(),
+            info: HashMap::new(),
+            default_draft,
+        };
+        r.add_doc(DEFAULT_BASE, root.clone());
+        r
+    }
+
+    fn add_doc(&mut self, uri: &str, doc: Value) -> usize {
+        let idx = self.docs.len();
+        let base = Url::parse(uri).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap());
+        self.by_uri.insert(normalize_uri(base.as_str()), (idx, String::new()));
+        self.doc_uris.push(normalize_uri(base.as_str()));
+        self.docs.push(doc.clone());
+        let draft = self.default_draft;
+        self.index(idx, String::new(), &doc, base, draft);
+        idx
+    }
+
+    fn index(&mut self, doc: usize, ptr: String, v: &Value, mut base: Url, mut draft: Draft) {
+        let Value::Object(m) = v else {
+            self.info.insert((doc, ptr), (base, draft));
+            return;
+        };
+        if let Some(d) = m.get("$schema").and_then(Value::as_str).and_then(Draft::from_uri) {
+            draft = d;
+        }
+        let ref_only = draft <= Draft::Draft7 && m.contains_key("$ref");
+        let id_key = if draft == Draft::Draft4 { "id" } else { "$id" };
+        if !ref_only {
+            if let Some(id) = m.get(id_key).and_then(Value::as_str) {
+                if let Some(name) = id.strip_prefix('#') {
+                    if !name.is_empty() && draft <= Draft::Draft7 {
+                        self.anchors.insert(format!("{}#{}", normalize_uri(base.as_str()), name), (doc, ptr.clone()));
+                    }
+                } else if let Ok(nb) = base.join(id) {
+                    base = nb;
+                    self.by_uri.entry(normalize_uri(base.as_str())).or_insert((doc, ptr.clone()));
+                    if let Some(f) = base.fragment() {
+                        if !f.is_empty() && draft <= Draft::Draft7 {
+                            self.anchors.insert(format!("{}#{}", normalize_uri(base.as_str()), f), (doc, ptr.clone()));
+                        }
+                    }
+                }
+            }
+            for k in ["$anchor", "$dynamicAnchor"] {
+                if draft >= Draft::Draft201909 {
+                    if let Some(a) = m.get(k).and_then(Value::as_str) {
+                        self.anchors.entry(format!("{}#{}", normalize_uri(base.as_str()), a)).or_insert((doc, ptr.clone()));
+                    }
+                }
+            }
+        }
+        self.info.insert((doc, ptr.clone()), (base.clone(), draft));
+        for (k, sub) in m {
+            let kp = format!("{ptr}/{}", escape_pointer_token(k));
+            if SINGLE.contains(&k.as_str()) && (sub.is_object() || sub.is_boolean()) {
+                self.index(doc, kp.clone(), sub, base.clone(), draft);
+            }
+            if ARRAYS.contains(&k.as_str()) {
+                if let Value::Array(a) = sub {
+                    for (i, s) in a.iter().enumerate() {
+                        self.index(doc, format!("{kp}/{i}"), s, base.clone(), draft);
+                    }
+                }
+            }
+            if MAPS.contains(&k.as_str()) {
+                if let Value::Object(mm) = sub {
+                    for (name, s) in mm {
+                        if s.is_object() || s.is_boolean() {
+                            self.index(doc, format!("{kp}/{}", escape_pointer_token(name)), s, base.clone(), draft);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The schema value at a location.
+    pub fn value(&self, loc: &Loc) -> Option<&Value> {
+        self.docs[loc.0].pointer(&loc.1)
+    }
+
+    /// Base URI and draft in force at a location.
+    pub fn info(&self, loc: &Loc) -> (Url, Draft) {
+        if let Some(i) = self.info.get(loc) {
+            return i.clone();
+        }
+        // A location not reached by the index (under an unknown keyword): the nearest
+        // indexed ancestor's.
+        let mut p = loc.1.clone();
+        while let Some(pos) = p.rfind('/') {
+            p.truncate(pos);
+            if let Some(i) = self.info.get(&(loc.0, p.clone())) {
+                return i.clone();
+            }
+        }
+        (Url::parse(&self.doc_uris[loc.0]).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap()), self.default_draft)
+    }
+
+    /// Resolves `reference` found at `from`.
+    pub fn resolve(&mut self, from: &Loc, reference: &str, registry: &Registry, pointer: &str) -> Result<Loc, SchemaError> {
+        let fail = |reason: &str| SchemaError::UnresolvableRef {
+            pointer: pointer.to_string(),
+            reference: reference.to_string(),
+            reason: reason.to_string(),
+        };
+        let (base, _) = self.info(from);
+        let target = base.join(reference).map_err(|e| fail(&e.to_string()))?;
+        let fragment = target.fragment().map(percent_decode).unwrap_or_default();
+        let mut doc_uri = target.clone();
+        doc_uri.set_fragment(None);
+        let key = normalize_uri(doc_uri.as_str());
+        let root = match self.by_uri.get(&key) {
+            Some(l) => l.clone(),
+            None => match registry.get(&key) {
+                Some(doc) => {
+                    let idx = self.add_doc(&key, doc.clone());
+                    (idx, String::new())
+                }
+                None => return Err(fail(&format!("no document {key} in the registry"))),
+            },
+        };
+        if fragment.is_empty() {
+            return Ok(root);
+        }
+        if fragment.starts_with('/') {
+            let loc = (root.0, format!("{}{}", root.1, fragment));
+            if self.value(&loc).is_none() {
+                return Err(fail("the JSON pointer names nothing"));
+            }
+            return Ok(loc);
+        }
+        match self.anchors.get(&format!("{key}#{fragment}")) {
+            Some(l) => Ok(l.clone()),
+            None => Err(fail("no such anchor")),
+        }
+    }
+
+    /// A printable pointer for a location: the JSON pointer, with the document's URI in
+    /// front when it is not the root document.
+    pub fn display(&self, loc: &Loc) -> String {
+        if loc.0 == 0 {
+            loc.1.clone()
+        } else {
+            format!("{}#{}", self.doc_uris[loc.0], loc.1)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Shared helpers of the corpus tests: where the corpus is, the test-suite registry, and
+//! "does the mask accept this text".
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stencil_mask::{vocab::Tokenizer, CompiledGrammar, Matcher, Vocabulary};
+use stencil_schema::Registry;
+
+/// `$STENCIL_CORPUS`, else `../shared/corpus` next to the repository. Panics (never skips)
+/// when it is missing.
+pub fn corpus_dir() -> PathBuf {
+    let dir = match std::env::var_os("STENCIL_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+    };
+    assert!(
+        dir.join("json-schema-test-suite").is_dir(),
+        "the test corpus is expected at {} (the repository's ../shared/corpus; set STENCIL_CORPUS to move it)",
+        dir.display()
+    );
+    dir
+}
+
+/// `remotes/` of the JSON-Schema-Test-Suite as served at `http://localhost:1234/`.
+pub fn suite_registry(corpus: &Path) -> Registry {
+    let mut reg = Registry::new();
+    let root = corpus.join("json-schema-test-suite/remotes");
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                let rel = p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+                let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                reg.insert(&format!("http://localhost:1234/{rel}"), v);
+            }
+        }
+    }
+    reg
+}
+
+/// All `*.json` files under `dir`, sorted, as paths relative to `dir`.
+pub fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Tokenizes `text` and feeds it through a fresh matcher: all tokens accepted and the
+/// grammar can end.
+pub fn mask_accepts(grammar: &Arc<CompiledGrammar>, tok: &Tokenizer, text: &str) -> bool {
+    let Ok(tokens) = tok.encode(text) else { return false };
+    let mut m = Matcher::new(grammar.clone());
+    m.accept_tokens(&tokens).is_ok() && m.can_end()
+}
+
+pub fn smollm2() -> (Arc<Vocabulary>, Arc<Tokenizer>) {
+    stencil_mask::vocab::fixtures::smollm2()
+}
