@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of Stencil and llguidance: compile time, per-token mask time
 # (thread CPU time, one thread), and mask agreement, on llama.cpp's GBNF grammars and the
-# SmolLM2 (49k) and Gemma 3 (262k) vocabularies. Writes BENCHMARKS.md at the repo root.
+# SmolLM2 (49k) and Gemma 3 (262k) vocabularies; then JSON Schema (both engines' native
+# compilers) on a sample of JSONSchemaBench's dev split, read in place from
+# ../shared/corpus/jsonschemabench (--corpus to move it). Writes BENCHMARKS.md at the repo root.
 #
-#   scripts/bench.sh                 # full run (2-3 minutes on 2 cores)
-#   scripts/bench.sh --seqs 2        # quicker; any stencil-bench option passes through
-#   scripts/bench.sh --help          # the options
+#   scripts/bench.sh                          # full run (about 10 minutes on 2 cores)
+#   scripts/bench.sh --schemas-per-subset 5   # quicker; any stencil-bench option passes through
+#   scripts/bench.sh --parts gbnf             # only the GBNF part (2-3 minutes), no corpus needed
+#   scripts/bench.sh --help                   # the options
 #
 # The bench crate (bench/, package stencil-bench) is a workspace member outside
 # default-members, so the normal build and tests never compile llguidance.

@@ -11,6 +11,7 @@
 
 mod lark;
 mod llg;
+mod schema;
 mod timer;
 
 use std::fmt::Write as _;
@@ -36,6 +37,16 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
+  --parts PARTS       gbnf,schema (default both)
+JSON Schema part (JSONSchemaBench dev split, both engines' native JSON Schema compilers):
+  --corpus DIR        JSONSchemaBench's dev split, one folder per subset (default
+                      ../shared/corpus/jsonschemabench relative to the repository root)
+  --schemas-per-subset N
+                      the first N files per subset (sorted) with a valid instance (default 25)
+  --subsets NAMES     subsets to run (default all), e.g. Github_easy,Kubernetes
+  --schema-timeout S  seconds per engine and schema (compile + replays) before the
+                      worker is killed and the schema counted as a timeout (default 15)
+  --schema-mem-gib N  address-space limit of the worker process, GiB (default 8; 0: none)
 ";
 
 struct Args {
@@ -48,6 +59,8 @@ struct Args {
     seed: u64,
     modes: Vec<lark::Mode>,
     dump_lark: Option<PathBuf>,
+    gbnf: bool,
+    schema: Option<schema::SchemaArgs>,
 }
 
 fn parse_args() -> Args {
@@ -61,7 +74,11 @@ fn parse_args() -> Args {
         seed: 1,
         modes: vec![lark::Mode::Terminals, lark::Mode::Rules],
         dump_lark: None,
+        gbnf: true,
+        schema: None,
     };
+    let mut sa = schema::SchemaArgs::new(&repo_root());
+    let mut schema_part = true;
     let mut it = std::env::args().skip(1);
     let list = |s: String| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
     while let Some(flag) = it.next() {
@@ -85,6 +102,28 @@ fn parse_args() -> Args {
                     .collect()
             }
             "--dump-lark" => a.dump_lark = Some(val().into()),
+            "--parts" => {
+                let parts = list(val());
+                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema")) {
+                    die(&format!("unknown part {p} (gbnf, schema)"));
+                }
+                a.gbnf = parts.iter().any(|p| p == "gbnf");
+                schema_part = parts.iter().any(|p| p == "schema");
+            }
+            "--corpus" => {
+                let v = val();
+                sa.corpus = PathBuf::from(&v);
+                sa.corpus_label = v;
+            }
+            "--schemas-per-subset" => {
+                sa.per_subset = val().parse().unwrap_or_else(|_| die("--schemas-per-subset: not a number"))
+            }
+            "--subsets" => sa.subsets = Some(list(val())),
+            "--schema-timeout" => {
+                let s: f64 = val().parse().unwrap_or_else(|_| die("--schema-timeout: not a number"));
+                sa.timeout = std::time::Duration::from_secs_f64(s.max(0.1));
+            }
+            "--schema-mem-gib" => sa.mem_gib = val().parse().unwrap_or_else(|_| die("--schema-mem-gib: not a number")),
             "-h" | "--help" => {
                 print!("{USAGE}");
                 std::process::exit(0);
@@ -94,6 +133,9 @@ fn parse_args() -> Args {
     }
     a.compile_reps = a.compile_reps.max(1);
     a.max_tokens = a.max_tokens.max(12);
+    if schema_part {
+        a.schema = Some(sa);
+    }
     a
 }
 
@@ -734,6 +776,7 @@ fn load_average() -> String {
 
 fn report(
     results: &[VocabResult],
+    schema_results: Option<&schema::SchemaResults>,
     args: &Args,
     notes: &[String],
     overhead: Sample,
@@ -775,13 +818,31 @@ fn report(
         modes.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
         total_s
     );
+    if let Some(sr) = schema_results {
+        let _ = writeln!(
+            o,
+            "- JSON Schema run: the first {} schemas with a valid instance per subset of `{}`, {} s limit per engine and schema; {:.0} s",
+            sr.per_subset,
+            sr.corpus_label,
+            sr.timeout.as_secs_f64(),
+            sr.seconds
+        );
+    }
     let _ = writeln!(o);
 
-    summary_section(&mut o, results, args);
-    let _ = writeln!(o, "## Method\n");
-    let _ = writeln!(
-        o,
-        "\
+    if results.is_empty() {
+        let _ = writeln!(o, "## Summary\n");
+    } else {
+        summary_section(&mut o, results, args);
+    }
+    if let Some(sr) = schema_results {
+        schema::summary(&mut o, sr);
+    }
+    if !results.is_empty() {
+        let _ = writeln!(o, "## Method\n");
+        let _ = writeln!(
+            o,
+            "\
 - **Grammars**: llama.cpp's example grammars (`fixtures/gbnf/*.gbnf`) and `bench/grammars/*.gbnf`.
   Stencil parses the GBNF. llguidance has no GBNF reader in Rust (its converter is a Python script),
   so the bench prints llguidance's Lark dialect from Stencil's parsed IR (`bench/src/lark.rs`), in two
@@ -824,10 +885,11 @@ fn report(
   recognizer (`stencil_grammar::reference`, a slow, independent oracle over the grammar IR: is the
   text so far plus the token a prefix of the language; for EOS, is the text complete): a valid one
   means the other engine misses it, an invalid one means this engine over-allows.",
-        lark = ms(results.iter().flat_map(|v| v.grammars.iter().map(|g| g.lark_ns)).max().unwrap_or(0)),
-        oc = us(overhead.cpu_ns),
-        ow = us(overhead.wall_ns),
-    );
+            lark = ms(results.iter().flat_map(|v| v.grammars.iter().map(|g| g.lark_ns)).max().unwrap_or(0)),
+            oc = us(overhead.cpu_ns),
+            ow = us(overhead.wall_ns),
+        );
+    }
     let _ = writeln!(o);
 
     if let Some(v) = results.first() {
@@ -1000,6 +1062,9 @@ fn report(
         }
         let _ = writeln!(o);
     }
+    if let Some(sr) = schema_results {
+        schema::section(&mut o, sr);
+    }
     o
 }
 
@@ -1124,6 +1189,10 @@ fn llguidance_version() -> &'static str {
 }
 
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--schema-worker") {
+        schema::worker_main(argv.get(2).cloned().unwrap_or_else(|| die("--schema-worker needs a vocabulary")));
+    }
     let args = parse_args();
     let t0 = std::time::Instant::now();
     let load_start = load_average();
@@ -1135,7 +1204,7 @@ fn main() {
     }
     let overhead = timer::overhead();
     let mut results = Vec::new();
-    for v in &args.vocabs {
+    for v in args.vocabs.iter().filter(|_| args.gbnf) {
         let (name, vocab) = match v.as_str() {
             "smollm2" => ("SmolLM2-135M", stencil_mask::vocab::fixtures::smollm2().0),
             "gemma3" => ("Gemma 3 270M", stencil_mask::vocab::fixtures::gemma3().0),
@@ -1143,7 +1212,12 @@ fn main() {
         };
         results.push(run_vocab(name, vocab, &sources, &args));
     }
-    let md = report(&results, &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
+    let schema_results = args.schema.as_ref().map(|sa| schema::run(sa, &args.vocabs));
+    if !args.gbnf {
+        notes.clear();
+    }
+    let md =
+        report(&results, schema_results.as_ref(), &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
