@@ -1,13 +1,16 @@
-//! `stencil accepts`: does the grammar accept a text, as the vocabulary tokenizes it?
+//! `stencil accepts`: does the grammar accept a text, as the vocabulary tokenizes it? For
+//! a schema, the text is also validated post hoc against the schema.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use stencil_mask::{bitmask, MatchError, Matcher, Vocabulary};
+use serde_json::Value;
+use stencil_mask::{bitmask, CompiledGrammar, MatchError, Matcher, Vocabulary};
 
 use crate::error::CliError;
 use crate::print_line;
-use crate::source::GrammarSource;
+use crate::source::{describe_issue, GrammarSource};
 use crate::text::{escape, locate};
 use crate::vocab::LoadedVocab;
 
@@ -39,7 +42,62 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<E
     let loaded = source.load()?;
     let vocab = LoadedVocab::load(vocab_path)?;
     let (compiled, _) = source.compile(&loaded.grammar, vocab.vocab.clone(), Some(vocab_path))?;
-    let tokens = vocab.tokenizer()?.encode(&text).map_err(CliError::Tokenize)?;
+    let accepted = grammar_verdict(compiled, &vocab, &text)?;
+    let Some(schema) = &loaded.schema else {
+        return Ok(ExitCode::from(if accepted { 0 } else { 1 }));
+    };
+    // Post-hoc validation of the same text.
+    let instance: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) if accepted => {
+            return Err(CliError::EngineBug(format!(
+                "SOUNDNESS BUG: the grammar of schema {} accepted a text that is not JSON ({e})",
+                source.path().display()
+            )))
+        }
+        Err(e) => {
+            print_line(&format!("post-hoc validation: not JSON ({e})"))?;
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let issues = match schema.validate(&instance) {
+        Ok(()) => {
+            print_line("post-hoc validation: valid")?;
+            return Ok(ExitCode::from(if accepted { 0 } else { 1 }));
+        }
+        Err(issues) => issues,
+    };
+    if accepted && schema.is_exact() {
+        let list: Vec<String> = issues.iter().map(|i| format!("  {}", describe_issue(i))).collect();
+        return Err(CliError::EngineBug(format!(
+            "SOUNDNESS BUG: the grammar of schema {} accepted an instance that does not validate, although it \
+             enforces every keyword:\n{}",
+            source.path().display(),
+            list.join("\n")
+        )));
+    }
+    print_line(&format!(
+        "post-hoc validation: invalid ({} issue{})",
+        issues.len(),
+        if issues.len() == 1 { "" } else { "s" }
+    ))?;
+    for issue in &issues {
+        print_line(&format!("  {}", describe_issue(issue)))?;
+    }
+    if accepted {
+        print_line(&format!(
+            "  (lenient mode: the grammar leaves {} keyword{} to post-hoc validation; see `stencil check`)",
+            schema.warnings.len(),
+            if schema.warnings.len() == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// Feeds the text's tokens to the matcher and prints the grammar's verdict: true when
+/// every token is allowed and the grammar can end after the last one.
+fn grammar_verdict(compiled: Arc<CompiledGrammar>, vocab: &LoadedVocab, text: &str) -> Result<bool, CliError> {
+    let tokens = vocab.tokenizer()?.encode(text).map_err(CliError::Tokenize)?;
     let v = &vocab.vocab;
     let mut matcher = Matcher::new(compiled);
     let mut offset = 0;
@@ -60,16 +118,16 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<E
                     escape(v.token_bytes(token)),
                 ))?;
                 print_line(&format!("  {shown}\n  {pad}^"))?;
-                print_line(&format!("  accepted so far: {}", accepted_tail(&text, offset)))?;
+                print_line(&format!("  accepted so far: {}", accepted_tail(text, offset)))?;
                 print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
-                return Ok(ExitCode::from(1));
+                return Ok(false);
             }
             Err(e) => return Err(CliError::Match(e)),
         }
     }
     if matcher.can_end() {
         print_line(&format!("accepted ({} tokens)", tokens.len()))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(true);
     }
     print_line(&format!(
         "rejected: text is incomplete: the grammar cannot end here (after {} tokens, {} bytes)",
@@ -82,7 +140,7 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, input: &Input) -> Result<E
     } else {
         print_line(&format!("  {}", describe_allowed(&mut matcher, v)?))?;
     }
-    Ok(ExitCode::from(1))
+    Ok(false)
 }
 
 /// The accepted text (its last 80 characters, after `...`, when longer), escaped.

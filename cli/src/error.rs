@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use stencil_grammar::GbnfError;
+use stencil_grammar::{GbnfError, LowerError, PrintError};
 use stencil_mask::vocab::{GgufError, HfError, TokenizerError};
 use stencil_mask::{CompileError, MatchError};
+use stencil_schema::{Mode, SchemaError};
 use thiserror::Error;
 
 /// A failure that stops a command. `Display` is the message shown after `error: `.
@@ -16,8 +17,24 @@ pub enum CliError {
     #[error("invalid grammar {}: {source}", .path.display())]
     Grammar { path: PathBuf, source: Box<GbnfError> },
 
-    #[error("grammar {} cannot be compiled{}: {source}", .path.display(), vocab_note(.vocab))]
-    Compile { path: PathBuf, vocab: Option<PathBuf>, source: Box<CompileError> },
+    #[error("{what} {} cannot be compiled{}: {source}", .path.display(), vocab_note(.vocab))]
+    Compile { what: &'static str, path: PathBuf, vocab: Option<PathBuf>, source: Box<CompileError> },
+
+    #[error("invalid schema {}: not JSON: {source}", .path.display())]
+    SchemaJson { path: PathBuf, source: serde_json::Error },
+
+    #[error("schema {}: {source}{}", .path.display(), lenient_hint(.source, *.mode))]
+    Schema { path: PathBuf, mode: Mode, source: Box<SchemaError> },
+
+    #[error("schema {}: its grammar cannot be written as GBNF: {source}", .path.display())]
+    Lower { path: PathBuf, source: LowerError },
+
+    #[error("schema {}: its grammar cannot be written as GBNF: {source}", .path.display())]
+    Print { path: PathBuf, source: PrintError },
+
+    #[error("{0}")]
+    /// Arguments that clap cannot check on its own.
+    Usage(String),
 
     #[error("cannot read vocabulary {}: {source}", .path.display())]
     Gguf { path: PathBuf, source: GgufError },
@@ -60,6 +77,16 @@ fn vocab_note(vocab: &Option<PathBuf>) -> String {
     match vocab {
         Some(v) => format!(" against vocabulary {}", v.display()),
         None => String::new(),
+    }
+}
+
+/// In strict mode, how to get past a keyword the grammar cannot enforce.
+fn lenient_hint(e: &SchemaError, mode: Mode) -> &'static str {
+    match (e, mode) {
+        (SchemaError::UnsupportedKeyword { .. }, Mode::Strict) => {
+            "\n  (with --lenient the schema compiles anyway: the keyword is listed and left to post-hoc validation)"
+        }
+        _ => "",
     }
 }
 

@@ -1,38 +1,45 @@
-//! `stencil`: check grammars, test texts against them, and sample from them without a
-//! model.
+//! `stencil`: check grammars (GBNF or JSON Schema), test texts against them, sample from
+//! them without a model, convert schemas to GBNF and validate JSON documents.
 //!
-//! Exit status: 0 success; 1 the text was rejected (`accepts`); 2 bad input (a grammar
-//! that does not parse or compile, a missing or unreadable file, a bad vocabulary,
-//! wrong arguments); 3 an engine failure (a random walk reached a state where no token is
-//! allowed, or the matcher failed).
+//! Exit status: 0 success; 1 the text was rejected (`accepts`) or a document does not
+//! validate (`validate`); 2 bad input (a grammar or schema that does not parse or compile,
+//! a missing or unreadable file, a bad vocabulary, wrong arguments); 3 an engine failure (a
+//! random walk reached a state where no token is allowed, the matcher failed, or the
+//! grammar of a schema produced or accepted an instance that does not validate).
 
 mod accepts;
 mod check;
+mod convert;
 mod error;
 mod rng;
 mod sample;
 mod source;
 mod text;
+mod validate;
 mod vocab;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use stencil_schema::{Mode, SchemaOptions, Whitespace};
 
 use crate::error::CliError;
-use crate::source::GrammarSource;
+use crate::source::{GrammarSource, SchemaFile};
 
 const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  success
-  1  the text was rejected or is incomplete (accepts)
-  2  bad input: a grammar that does not parse or compile, a missing or unreadable file,
-     a vocabulary that cannot be read, wrong arguments
-  3  engine failure: a walk reached a state where no token is allowed, or the matcher
-     failed";
+  1  the text was rejected or is incomplete (accepts); a document does not validate
+     (validate)
+  2  bad input: a grammar or schema that does not parse or compile, a missing or
+     unreadable file, a vocabulary that cannot be read, wrong arguments
+  3  engine failure: a walk reached a state where no token is allowed, the matcher
+     failed, or a schema's grammar produced or accepted an instance that does not
+     validate against the schema";
 
-/// Grammar-constrained generation tools: GBNF grammars compiled to per-token masks.
+/// Grammar-constrained generation tools: GBNF grammars and JSON Schemas compiled to
+/// per-token masks.
 #[derive(Parser, Debug)]
 #[command(name = "stencil", version, after_help = EXIT_STATUS_HELP)]
 struct Cli {
@@ -80,24 +87,116 @@ enum Command {
         after_help = "Example:\n  stencil sample -g fixtures/gbnf/json.gbnf -v fixtures/vocab/smollm2-135m.tok.gguf.gz --random -n 5 -s 7"
     )]
     Sample(SampleArgs),
+    /// Convert a JSON Schema to an equivalent GBNF grammar (llama.cpp's format) on stdout.
+    ///
+    /// The schema is compiled as for --schema elsewhere (same flags), regular expressions
+    /// (from `pattern` and `format`) are rewritten as GBNF, and the grammar is printed with
+    /// its start rule named `root`. In lenient mode the keywords the grammar does not
+    /// enforce are listed in `#` comments at the top and on stderr.
+    #[command(after_help = "Example:\n  stencil convert --schema fixtures/schemas/person.json > person.gbnf")]
+    Convert(ConvertArgs),
+    /// Validate JSON documents against a JSON Schema (post hoc, with the `jsonschema` crate).
+    ///
+    /// A file whose name ends in .jsonl holds one JSON record per line (blank lines are
+    /// skipped); any other file is one JSON document. Each failing record is reported as
+    /// FILE[:LINE]: at POINTER: `KEYWORD`: MESSAGE, with POINTER the JSON pointer into the
+    /// record, and a summary line ends the report. Exits 0 when every record validates, 1
+    /// when some record does not, 2 when a file cannot be read or a record is not JSON
+    /// (reported on stderr with its file and line; the other records are still checked).
+    #[command(
+        after_help = "Example:\n  stencil validate --schema fixtures/schemas/person.json fixtures/schemas/person.valid.jsonl"
+    )]
+    Validate(ValidateArgs),
 }
 
-/// Where the grammar comes from (exactly one).
+/// Where the grammar comes from (exactly one of --grammar and --schema).
 #[derive(Args, Debug)]
-#[group(required = true, multiple = false)]
+#[group(skip)]
+#[command(group(ArgGroup::new("source").required(true).multiple(false).args(["grammar", "schema"])))]
 pub struct GrammarArgs {
     /// The grammar file, in GBNF (llama.cpp's grammar format); its start rule is `root`.
     #[arg(long, short = 'g', value_name = "FILE")]
     grammar: Option<PathBuf>,
+    /// A JSON Schema file instead of a grammar: the grammar is the JSON text (in the style
+    /// the shape flags set) of the instances valid against the schema.
+    #[arg(long, value_name = "FILE")]
+    schema: Option<PathBuf>,
+    #[command(flatten)]
+    shape: SchemaShapeArgs,
 }
 
 impl GrammarArgs {
-    fn source(&self) -> GrammarSource {
-        match &self.grammar {
-            Some(path) => GrammarSource::Gbnf(path.clone()),
+    fn source(&self) -> Result<GrammarSource, CliError> {
+        match (&self.grammar, &self.schema) {
+            // clap counts `requires = "schema"` as met when --schema conflicts with a given
+            // --grammar, so the shape flags are checked here.
+            (Some(_), _) if self.shape.any_given() => Err(CliError::Usage(
+                "--lenient, --whitespace, --max-whitespace and --indent apply to --schema only".into(),
+            )),
+            (Some(path), _) => Ok(GrammarSource::Gbnf(path.clone())),
+            (None, Some(path)) => {
+                Ok(GrammarSource::Schema(SchemaFile { path: path.clone(), options: self.shape.options()? }))
+            }
             // clap's group makes one of the sources required.
-            None => unreachable!("clap requires a grammar source"),
+            (None, None) => unreachable!("clap requires a grammar source"),
         }
+    }
+}
+
+/// How a schema compiles: the mode and the shape of the JSON text.
+#[derive(Args, Debug)]
+#[group(skip)]
+pub struct SchemaShapeArgs {
+    /// Compile keywords the grammar cannot enforce anyway, listing them (they are then
+    /// left to post-hoc validation); without it such a keyword is an error.
+    #[arg(long, requires = "schema")]
+    lenient: bool,
+    /// Whitespace between JSON tokens: none at all (compact: {"a":1,"b":[1,2]}), or optional
+    /// runs of spaces, tabs and newlines around every structural character (flexible, the
+    /// default).
+    #[arg(long, value_enum, value_name = "STYLE", requires = "schema")]
+    whitespace: Option<WhitespaceArg>,
+    /// The longest run of whitespace allowed anywhere with flexible whitespace (default 2);
+    /// small caps stop runaway whitespace.
+    #[arg(long, value_name = "N", requires = "schema")]
+    max_whitespace: Option<usize>,
+    /// Pretty-print instead, one member per line, N spaces per level (with N = 2, exactly
+    /// serde_json's to_string_pretty); not with --whitespace.
+    #[arg(long, value_name = "N", requires = "schema", conflicts_with_all = ["whitespace", "max_whitespace"])]
+    indent: Option<usize>,
+}
+
+/// The default of --max-whitespace.
+const DEFAULT_MAX_WHITESPACE: usize = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum WhitespaceArg {
+    Compact,
+    Flexible,
+}
+
+impl SchemaShapeArgs {
+    fn any_given(&self) -> bool {
+        self.lenient || self.whitespace.is_some() || self.max_whitespace.is_some() || self.indent.is_some()
+    }
+
+    fn options(&self) -> Result<SchemaOptions, CliError> {
+        let whitespace = self.whitespace.unwrap_or(WhitespaceArg::Flexible);
+        let mut opts = match (self.indent, whitespace) {
+            (Some(n), _) => SchemaOptions { indent: Some(n), ..SchemaOptions::default() },
+            (None, WhitespaceArg::Compact) => SchemaOptions::compact(),
+            (None, WhitespaceArg::Flexible) => {
+                let max_run = self.max_whitespace.unwrap_or(DEFAULT_MAX_WHITESPACE);
+                SchemaOptions { whitespace: Whitespace::Flexible { max_run }, ..Default::default() }
+            }
+        };
+        if whitespace == WhitespaceArg::Compact && self.max_whitespace.is_some() {
+            return Err(CliError::Usage("--max-whitespace applies to --whitespace flexible only".into()));
+        }
+        if self.lenient {
+            opts.mode = Mode::Lenient;
+        }
+        Ok(opts)
     }
 }
 
@@ -153,23 +252,44 @@ struct SampleArgs {
     max_tokens: usize,
 }
 
+#[derive(Args, Debug)]
+struct ConvertArgs {
+    /// The JSON Schema file to convert.
+    #[arg(long, value_name = "FILE")]
+    schema: PathBuf,
+    #[command(flatten)]
+    shape: SchemaShapeArgs,
+}
+
+#[derive(Args, Debug)]
+struct ValidateArgs {
+    /// The JSON Schema to validate against.
+    #[arg(long, value_name = "FILE")]
+    schema: PathBuf,
+    /// JSON documents, or JSONL files (.jsonl: one record per line).
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Check(a) => check::run(&a.grammar.source(), a.vocab.as_deref()),
+        Command::Check(a) => a.grammar.source().and_then(|s| check::run(&s, a.vocab.as_deref())),
         Command::Accepts(a) => {
             let input = match (&a.text, &a.file) {
                 (Some(t), _) => accepts::Input::Text(t.clone()),
                 (None, Some(f)) => accepts::Input::File(f.clone()),
                 (None, None) => unreachable!("clap requires --text or --file"),
             };
-            accepts::run(&a.grammar.source(), &a.vocab, &input)
+            a.grammar.source().and_then(|s| accepts::run(&s, &a.vocab, &input))
         }
-        Command::Sample(a) => sample::run(
-            &a.grammar.source(),
-            &a.vocab,
-            &sample::Options { count: a.count, seed: a.seed, max_tokens: a.max_tokens },
-        ),
+        Command::Sample(a) => a.grammar.source().and_then(|s| {
+            sample::run(&s, &a.vocab, &sample::Options { count: a.count, seed: a.seed, max_tokens: a.max_tokens })
+        }),
+        Command::Convert(a) => {
+            a.shape.options().and_then(|options| convert::run(&SchemaFile { path: a.schema.clone(), options }))
+        }
+        Command::Validate(a) => validate::run(&a.schema, &a.files),
     };
     match result {
         Ok(code) => code,

@@ -17,6 +17,12 @@
 //! Every state the walk or the search reaches is a real matcher state reached through
 //! allowed tokens, so a state with no allowed token where the grammar cannot end is an
 //! engine bug, reported as [`CliError::EngineBug`] (exit 3).
+//!
+//! For a schema, every complete sample is also validated post hoc against the schema
+//! before it is printed. Where the grammar enforces every keyword (strict mode, or lenient
+//! mode with nothing left over), a sample that does not validate is a soundness bug: it is
+//! reported loudly on stderr, not printed, and the command exits 3 after the last sample.
+//! In lenient mode with unenforced keywords, such a sample is only reported and counted.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -28,7 +34,7 @@ use stencil_mask::{bitmask, CompiledGrammar, Matcher, Vocabulary};
 use crate::error::CliError;
 use crate::print_line;
 use crate::rng::Rng;
-use crate::source::GrammarSource;
+use crate::source::{describe_issue, GrammarSource, LoadedSchema};
 use crate::text::escape;
 use crate::vocab::LoadedVocab;
 
@@ -51,6 +57,8 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
     let mut walker = Walker::new(compiled.vocab().clone());
     let base = Rng::new(opts.seed).next_u64();
     let (mut complete, mut not_utf8) = (0usize, 0usize);
+    // Schema samples that fail post-hoc validation: explained by lenient mode, or not.
+    let (mut rejected, mut unsound) = (0usize, 0usize);
     for i in 0..opts.count {
         let mut rng = Rng::new(base.wrapping_add(i as u64));
         match walker.walk(&compiled, opts.max_tokens, &mut rng) {
@@ -64,6 +72,34 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
                         String::from_utf8_lossy(e.as_bytes()).into_owned()
                     }
                 };
+                if let Some(schema) = &loaded.schema {
+                    match post_hoc(schema, &text) {
+                        Verdict::Valid => {}
+                        Verdict::Invalid(issues) if !schema.is_exact() => {
+                            rejected += 1;
+                            eprintln!(
+                                "sample {}: rejected by post-hoc validation (lenient mode, not printed): {}\n  {}",
+                                i + 1,
+                                serde_json::to_string(&text).expect("a string serializes"),
+                                issues.join("\n  ")
+                            );
+                            continue;
+                        }
+                        Verdict::Invalid(issues) | Verdict::NotJson(issues) => {
+                            unsound += 1;
+                            eprintln!(
+                                "SCHEMA VALIDATION FAILURE in sample {} (schema {}): the grammar produced a text \
+                                 that does not validate against the schema, which the grammar is meant to enforce \
+                                 (a soundness bug; not printed).\n  sample: {}\n  {}",
+                                i + 1,
+                                source.path().display(),
+                                serde_json::to_string(&text).expect("a string serializes"),
+                                issues.join("\n  ")
+                            );
+                            continue;
+                        }
+                    }
+                }
                 print_line(&serde_json::to_string(&text).expect("a string serializes"))?;
             }
             Ok(Walk::Incomplete) => {
@@ -97,8 +133,44 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
     if not_utf8 > 0 {
         summary.push_str(&format!(", {not_utf8} not valid UTF-8"));
     }
+    if loaded.schema.is_some() {
+        match (rejected, unsound) {
+            (0, 0) => summary.push_str("; every complete sample validates against the schema"),
+            (r, 0) => summary
+                .push_str(&format!("; {r} rejected by post-hoc validation (keywords the grammar does not enforce)")),
+            (_, u) => summary.push_str(&format!("; {u} DO NOT VALIDATE against the schema (a soundness bug)")),
+        }
+    }
     eprintln!("{summary}");
+    if unsound > 0 {
+        return Err(CliError::EngineBug(format!(
+            "{unsound} sample{} of schema {} did not validate against it, although the grammar is meant to \
+             enforce it (a soundness bug)",
+            if unsound == 1 { "" } else { "s" },
+            source.path().display()
+        )));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The post-hoc verdict on a schema sample.
+enum Verdict {
+    Valid,
+    /// The validation issues, one line each.
+    Invalid(Vec<String>),
+    /// Not JSON at all (never explained by lenient mode).
+    NotJson(Vec<String>),
+}
+
+fn post_hoc(schema: &LoadedSchema, text: &str) -> Verdict {
+    let instance: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Verdict::NotJson(vec![format!("not JSON: {e}")]),
+    };
+    match schema.validate(&instance) {
+        Ok(()) => Verdict::Valid,
+        Err(issues) => Verdict::Invalid(issues.iter().map(describe_issue).collect()),
+    }
 }
 
 enum Walk {

@@ -6,6 +6,7 @@
 
 mod caret;
 mod ir;
+mod lower;
 mod parse;
 mod print;
 pub mod random;
@@ -13,6 +14,7 @@ pub mod reference;
 
 pub use caret::caret_window;
 pub use ir::*;
+pub use lower::{lower_regexes, LowerError};
 pub use parse::{
     parse_gbnf, parse_gbnf_bytes, parse_gbnf_bytes_with, parse_gbnf_with, GbnfError, ParseOptions, MAX_REPETITION_MIN,
 };
