@@ -1,23 +1,12 @@
 //! End-to-end tests of the `stencil` binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use stencil_grammar::reference::Recognizer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_stencil");
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
-
-fn smollm2() -> PathBuf {
-    fixtures().join("vocab/smollm2-135m.tok.gguf.gz")
-}
-
-fn gemma3() -> PathBuf {
-    fixtures().join("vocab/gemma3-270m.tok.gguf.gz")
-}
+mod common;
+use common::*;
 
 fn grammar(name: &str) -> PathBuf {
     fixtures().join("gbnf").join(name)
@@ -33,35 +22,6 @@ fn corpus() -> Vec<PathBuf> {
     v.sort();
     assert!(v.len() >= 8, "corpus grammars missing: {v:?}");
     v
-}
-
-/// A scratch file for this test (under Cargo's per-target temp dir).
-fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stencil-cli-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-fn run<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    Command::new(BIN).args(args).output().expect("the stencil binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally")
 }
 
 // ---------------------------------------------------------------------------------- check

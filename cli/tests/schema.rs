@@ -4,22 +4,19 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use stencil_grammar::reference::Recognizer;
 use stencil_schema::{compile_schema, Registry, SchemaOptions, Whitespace};
 
-const BIN: &str = env!("CARGO_BIN_EXE_stencil");
+mod common;
+use common::*;
 
 /// The fixture schemas the grammar enforces completely (strict mode compiles them).
 const STRICT: &[&str] = &["person", "invoice", "tree", "shape", "config"];
 /// The fixture schema that needs `--lenient` (`uniqueItems` over free strings).
 const LENIENT: &str = "note";
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
 
 fn schema(name: &str) -> PathBuf {
     fixtures().join("schemas").join(format!("{name}.json"))
@@ -27,44 +24,6 @@ fn schema(name: &str) -> PathBuf {
 
 fn instances(name: &str, kind: &str) -> PathBuf {
     fixtures().join("schemas").join(format!("{name}.{kind}.jsonl"))
-}
-
-fn smollm2() -> PathBuf {
-    fixtures().join("vocab/smollm2-135m.tok.gguf.gz")
-}
-
-fn gemma3() -> PathBuf {
-    fixtures().join("vocab/gemma3-270m.tok.gguf.gz")
-}
-
-/// A scratch file for this test (under Cargo's per-target temp dir).
-fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stencil-schema-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-fn run<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: Into<OsString>,
-{
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    Command::new(BIN).args(&args).output().expect("the stencil binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally")
 }
 
 fn read_json(path: &Path) -> Value {
