@@ -9,6 +9,7 @@
 //!    grammar, caches filled during the replay) and "warm" (a second replay);
 //! 4. mask agreement at every step.
 
+mod decode;
 mod lark;
 mod llg;
 mod schema;
@@ -37,7 +38,8 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
-  --parts PARTS       gbnf,schema (default both)
+  --parts PARTS       gbnf,schema,decode (default all three); decode = tokens/s on llama.cpp
+                      with both real models: free, Stencil's masks, llama.cpp's GBNF sampler
 JSON Schema part (JSONSchemaBench dev split, both engines' native JSON Schema compilers):
   --corpus DIR        JSONSchemaBench's dev split, one folder per subset (default
                       ../shared/corpus/jsonschemabench relative to the repository root)
@@ -61,6 +63,7 @@ struct Args {
     dump_lark: Option<PathBuf>,
     gbnf: bool,
     schema: Option<schema::SchemaArgs>,
+    decode: bool,
 }
 
 fn parse_args() -> Args {
@@ -76,6 +79,7 @@ fn parse_args() -> Args {
         dump_lark: None,
         gbnf: true,
         schema: None,
+        decode: true,
     };
     let mut sa = schema::SchemaArgs::new(&repo_root());
     let mut schema_part = true;
@@ -104,10 +108,11 @@ fn parse_args() -> Args {
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "--parts" => {
                 let parts = list(val());
-                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema")) {
-                    die(&format!("unknown part {p} (gbnf, schema)"));
+                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode")) {
+                    die(&format!("unknown part {p} (gbnf, schema, decode)"));
                 }
                 a.gbnf = parts.iter().any(|p| p == "gbnf");
+                a.decode = parts.iter().any(|p| p == "decode");
                 schema_part = parts.iter().any(|p| p == "schema");
             }
             "--corpus" => {
@@ -1213,11 +1218,13 @@ fn main() {
         results.push(run_vocab(name, vocab, &sources, &args));
     }
     let schema_results = args.schema.as_ref().map(|sa| schema::run(sa, &args.vocabs));
+    let decode_section = args.decode.then(|| decode::run(&repo_root(), &decode::DecodeArgs::default()));
     if !args.gbnf {
         notes.clear();
     }
-    let md =
+    let mut md =
         report(&results, schema_results.as_ref(), &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
+    md.extend(decode_section);
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));

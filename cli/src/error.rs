@@ -68,6 +68,9 @@ pub enum CliError {
     #[error("cannot write to stdout: {0}")]
     Stdout(std::io::Error),
 
+    #[error("{0}")]
+    Runtime(Box<stencil_runtime::RuntimeError>),
+
     /// Stdout was closed by its reader: stop quietly.
     #[error("stdout was closed")]
     BrokenPipe,
@@ -95,6 +98,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Match(_) | CliError::EngineBug(_) => 3,
+            CliError::Runtime(e) if matches!(**e, stencil_runtime::RuntimeError::Matcher(_)) => 3,
             CliError::BrokenPipe => 0,
             _ => 2,
         }

@@ -11,6 +11,8 @@ mod accepts;
 mod check;
 mod convert;
 mod error;
+mod generate;
+mod models;
 mod rng;
 mod sample;
 mod source;
@@ -95,18 +97,213 @@ enum Command {
     /// enforce are listed in `#` comments at the top and on stderr.
     #[command(after_help = "Example:\n  stencil convert --schema fixtures/schemas/person.json > person.gbnf")]
     Convert(ConvertArgs),
-    /// Validate JSON documents against a JSON Schema (post hoc, with the `jsonschema` crate).
+    /// Validate JSON documents, JSONL files and directories of them against a JSON Schema
+    /// (post hoc, with the `jsonschema` crate): the CI validator for extraction outputs.
     ///
-    /// A file whose name ends in .jsonl holds one JSON record per line (blank lines are
-    /// skipped); any other file is one JSON document. Each failing record is reported as
-    /// FILE[:LINE]: at POINTER: `KEYWORD`: MESSAGE, with POINTER the JSON pointer into the
-    /// record, and a summary line ends the report. Exits 0 when every record validates, 1
-    /// when some record does not, 2 when a file cannot be read or a record is not JSON
-    /// (reported on stderr with its file and line; the other records are still checked).
-    #[command(
-        after_help = "Example:\n  stencil validate --schema fixtures/schemas/person.json fixtures/schemas/person.valid.jsonl"
-    )]
+    /// A file named .jsonl or .ndjson (and `-`, standard input) holds one JSON record per
+    /// line (blank lines are skipped); any other file named on the command line is one
+    /// JSON document. A directory stands for the .json, .jsonl and .ndjson files below it,
+    /// in sorted order. The schema is compiled once; JSONL files are streamed.
+    ///
+    /// With --format text, each failing record is reported on stdout as
+    /// FILE[:LINE]: at POINTER: `KEYWORD`: MESSAGE (POINTER is the JSON pointer into the
+    /// record; JSON documents have no LINE), records and files that cannot be read on
+    /// stderr, and a summary line ends the report. --format json and --format junit write
+    /// one JSON object or JUnit XML on stdout instead (see validate/README.md), and the
+    /// summary line on stderr. A progress bar shows on stderr when it is a terminal.
+    ///
+    /// Exits 0 when every record validates, 1 when some record does not, 2 when something
+    /// cannot be read: a missing file, a record that is not JSON or not UTF-8, a truncated
+    /// last line, a record over --max-record-bytes, an empty file, a directory without
+    /// JSON files, or a schema that is not JSON or that the validator rejects. The other
+    /// records are still checked.
+    #[command(after_help = "Examples:\n  \
+        stencil validate --schema fixtures/schemas/person.json fixtures/schemas/person.valid.jsonl\n  \
+        stencil validate --schema fixtures/schemas/person.json --format junit out/ > report.xml")]
     Validate(ValidateArgs),
+    /// Generate text with a local GGUF model, constrained by a JSON Schema, a GBNF grammar or
+    /// a regular expression (or free), and validate it against the schema.
+    ///
+    /// The output is printed on stdout (with --stream, piece by piece as it is generated); a
+    /// summary (tokens, speed, why it stopped) goes to stderr, and with a schema, whether the
+    /// output validates. The prompt goes through the model's chat template when it has one
+    /// (--raw to give it as is). Sampling starts from a preset (default extractor-greedy:
+    /// greedy decoding) and the flags override it. Without --model the default model,
+    /// SmolLM2-135M-Instruct, is used, fetched once with pip into the model cache
+    /// ($STENCIL_MODELS_DIR or ~/.cache/stencil/models).
+    ///
+    /// Exits 0 when generation finished (and, with a schema, the output validates); 1 when
+    /// the output does not validate against a keyword left to post-hoc validation or was cut
+    /// by --max-tokens; 2 for bad input; 3 for an engine failure.
+    #[command(
+        after_help = "Example:\n  stencil generate --schema fixtures/schemas/person.json --prompt-file fixtures/prompts/person.txt"
+    )]
+    Generate(Box<GenerateArgs>),
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("source").multiple(false).args(["grammar", "schema", "regex"])))]
+#[command(group(ArgGroup::new("prompt_source").required(true).args(["prompt", "prompt_file"])))]
+struct GenerateArgs {
+    /// Constrain the output by this GBNF grammar.
+    #[arg(long, short = 'g', value_name = "FILE")]
+    grammar: Option<PathBuf>,
+    /// Constrain the output to JSON valid against this JSON Schema (then validated).
+    #[arg(long, value_name = "FILE")]
+    schema: Option<PathBuf>,
+    /// Constrain the output to the whole match of this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    regex: Option<String>,
+    #[command(flatten)]
+    shape: SchemaShapeArgs,
+    /// The prompt (a user message when the model has a chat template).
+    #[arg(long, short = 'p', value_name = "TEXT", allow_hyphen_values = true)]
+    prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<PathBuf>,
+    /// A system message before the prompt.
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+    /// Give the prompt to the model as is, without its chat template.
+    #[arg(long)]
+    raw: bool,
+    /// The GGUF model (default: $STENCIL_MODEL, else SmolLM2-135M-Instruct from the cache).
+    #[arg(long, short = 'm', value_name = "FILE")]
+    model: Option<PathBuf>,
+    /// A decoding preset: extractor-greedy (default), chat-nucleus, creative, or one from
+    /// --presets.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// A TOML file of presets ([preset.NAME] tables of sampling parameters).
+    #[arg(long, value_name = "FILE")]
+    presets: Option<PathBuf>,
+    /// Softmax temperature; 0 is greedy.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    temperature: Option<f32>,
+    /// Keep the K most likely tokens (0: off).
+    #[arg(long, value_name = "K")]
+    top_k: Option<u32>,
+    /// Keep the smallest set of tokens whose probability reaches P (1: off).
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    top_p: Option<f32>,
+    /// Drop tokens less likely than P times the most likely one (0: off).
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    min_p: Option<f32>,
+    /// Multiplicative penalty on tokens already seen (1: off).
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    repetition_penalty: Option<f32>,
+    /// Subtracted from a logit once per earlier occurrence in the output.
+    #[arg(long, value_name = "F", allow_hyphen_values = true)]
+    frequency_penalty: Option<f32>,
+    /// Subtracted from a logit once if the token occurred in the output.
+    #[arg(long, value_name = "F", allow_hyphen_values = true)]
+    presence_penalty: Option<f32>,
+    /// Forbid repeating any n-gram of this size (0: off).
+    #[arg(long, value_name = "N")]
+    no_repeat_ngram_size: Option<u32>,
+    /// Add BIAS to token ID's logit (repeatable).
+    #[arg(long, value_name = "ID=BIAS", value_parser = parse_bias, allow_hyphen_values = true)]
+    logit_bias: Vec<(u32, f32)>,
+    /// Seed of the random draws (default: drawn at random and logged).
+    #[arg(long, short = 's', value_name = "SEED")]
+    seed: Option<u64>,
+    /// The most tokens to generate.
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u32>,
+    /// Stop before this text (repeatable); it is not printed.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    stop: Vec<String>,
+    /// Keep going past end-of-generation tokens (until --max-tokens or the grammar ends).
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Print the output as it is generated.
+    #[arg(long)]
+    stream: bool,
+    /// Beam search with N beams instead of sampling; prints the best beam.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    beams: Option<u64>,
+    /// CPU threads for llama.cpp (default: all cores).
+    #[arg(long, value_name = "N")]
+    threads: Option<u32>,
+    /// Context length in tokens.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    ctx_size: u32,
+    /// Append the generation record (model, parameters, seed, stop reason, timings) to
+    /// this JSONL file.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Sample every token, even those the grammar forces.
+    #[arg(long)]
+    no_fast_forward: bool,
+    /// No progress bar and no summary on stderr.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+fn parse_bias(s: &str) -> Result<(u32, f32), String> {
+    let (id, bias) = s.split_once('=').ok_or("expected ID=BIAS, e.g. 42=-100")?;
+    let id = id.trim().parse().map_err(|e| format!("token id {id:?}: {e}"))?;
+    let bias = bias.trim().parse().map_err(|e| format!("bias {bias:?}: {e}"))?;
+    Ok((id, bias))
+}
+
+impl GenerateArgs {
+    fn options(&self) -> Result<generate::Options, CliError> {
+        let source = match (&self.grammar, &self.schema) {
+            (Some(_), _) if self.shape.any_given() => {
+                return Err(CliError::Usage(
+                    "--lenient, --whitespace, --max-whitespace and --indent apply to --schema only".into(),
+                ))
+            }
+            (Some(path), _) => Some(GrammarSource::Gbnf(path.clone())),
+            (None, Some(path)) => {
+                Some(GrammarSource::Schema(SchemaFile { path: path.clone(), options: self.shape.options()? }))
+            }
+            (None, None) => None,
+        };
+        let prompt = match (&self.prompt, &self.prompt_file) {
+            (Some(p), _) => p.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path).map_err(|source| CliError::Read {
+                what: "prompt file",
+                path: path.clone(),
+                source,
+            })?,
+            (None, None) => unreachable!("clap requires a prompt"),
+        };
+        Ok(generate::Options {
+            source,
+            regex: self.regex.clone(),
+            prompt,
+            system: self.system.clone(),
+            raw: self.raw,
+            model: self.model.clone(),
+            preset: self.preset.clone(),
+            presets_file: self.presets.clone(),
+            overrides: generate::Overrides {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repetition_penalty: self.repetition_penalty,
+                frequency_penalty: self.frequency_penalty,
+                presence_penalty: self.presence_penalty,
+                no_repeat_ngram_size: self.no_repeat_ngram_size,
+                logit_bias: self.logit_bias.clone(),
+                seed: self.seed,
+                max_tokens: self.max_tokens,
+                stop: self.stop.clone(),
+                ignore_eos: self.ignore_eos,
+            },
+            stream: self.stream,
+            beams: self.beams.map(|b| b as usize),
+            threads: self.threads,
+            n_ctx: self.ctx_size,
+            log: self.log.clone(),
+            no_fast_forward: self.no_fast_forward,
+            quiet: self.quiet,
+        })
+    }
 }
 
 /// Where the grammar comes from (exactly one of --grammar and --schema).
@@ -266,9 +463,25 @@ struct ValidateArgs {
     /// The JSON Schema to validate against.
     #[arg(long, value_name = "FILE")]
     schema: PathBuf,
-    /// JSON documents, or JSONL files (.jsonl: one record per line).
-    #[arg(value_name = "FILE", required = true)]
+    /// JSON documents, JSONL files (.jsonl, .ndjson: one record per line; `-`: standard
+    /// input) and directories of them.
+    #[arg(value_name = "PATH", required = true)]
     files: Vec<PathBuf>,
+    /// The report on stdout: text (for people), json (one JSON object) or junit (JUnit
+    /// XML, one test case per record, for CI test reports).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    format: validate::ReportFormat,
+    /// The longest record read: a JSONL line or a whole JSON document, in bytes, or with a
+    /// suffix K, M, G (KiB, MiB, GiB). A longer record is reported and skipped.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = validate::parse_size)]
+    max_record_bytes: usize,
+    /// Accept files with no record (empty, or only blank lines); by default an empty file
+    /// is bad input, since an extraction pipeline does not normally write one.
+    #[arg(long)]
+    allow_empty: bool,
+    /// Do not show the progress bar (shown on stderr only when it is a terminal).
+    #[arg(long)]
+    no_progress: bool,
 }
 
 fn main() -> ExitCode {
@@ -289,7 +502,8 @@ fn main() -> ExitCode {
         Command::Convert(a) => {
             a.shape.options().and_then(|options| convert::run(&SchemaFile { path: a.schema.clone(), options }))
         }
-        Command::Validate(a) => validate::run(&a.schema, &a.files),
+        Command::Generate(a) => a.options().and_then(|o| generate::run(&o)),
+        Command::Validate(a) => validate::run(a),
     };
     match result {
         Ok(code) => code,

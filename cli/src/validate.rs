@@ -1,125 +1,158 @@
-//! `stencil validate`: JSON documents and JSONL files against a JSON Schema, post hoc.
-//!
-//! Each failing record gives one line per issue on stdout,
-//! `FILE[:LINE]: at POINTER: `KEYWORD`: MESSAGE`, and a summary line ends the report.
-//! Files that cannot be read and records that are not JSON are reported on stderr (with
-//! their file and line) and make the exit status 2; the other records are still checked.
-//! JSONL files are read line by line.
+//! `stencil validate`: JSON documents, JSONL files and directories of them against a JSON
+//! Schema, post hoc — glue over the `stencil-validate` crate, which reads, checks and
+//! writes the reports (text, JSON, JUnit XML). This module reads the schema, picks the
+//! report, shows a progress bar on a terminal and turns the summary into the exit status.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use serde_json::Value;
-use stencil_schema::Registry;
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stencil_schema::{Registry, Validator};
+use stencil_validate::report::Format;
+use stencil_validate::{expand, Checker, FileSummary, Input, InputError, Options, Outcome, Record, Reporter, Summary};
 
 use crate::error::CliError;
-use crate::print_line;
-use crate::source::{describe_issue, read_schema};
+use crate::source::read_schema;
+use crate::ValidateArgs;
 
-#[derive(Default)]
-struct Tally {
-    records: usize,
-    invalid: usize,
-    /// Records that are not JSON, and files that cannot be read.
-    unreadable: usize,
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Issues and a summary line on stdout, unreadable records and files on stderr.
+    Text,
+    /// One JSON object: the failing records, every file's tally, the summary.
+    Json,
+    /// JUnit XML: a test suite per file, a test case per record.
+    Junit,
 }
 
-pub fn run(schema_path: &Path, files: &[PathBuf]) -> Result<ExitCode, CliError> {
-    let schema = read_schema(schema_path)?;
-    let registry = Registry::new();
-    // A schema that the validator cannot use is bad input, not a failing record.
-    if let Err(issues) = stencil_schema::validate(&schema, &Value::Null, &registry) {
-        if let Some(bad) = issues.iter().find(|i| i.keyword == "schema" && i.schema_pointer.is_empty()) {
-            return Err(CliError::Usage(format!("schema {} cannot be used: {}", schema_path.display(), bad.message)));
+impl From<ReportFormat> for Format {
+    fn from(f: ReportFormat) -> Format {
+        match f {
+            ReportFormat::Text => Format::Text,
+            ReportFormat::Json => Format::Json,
+            ReportFormat::Junit => Format::Junit,
         }
     }
-    let mut tally = Tally::default();
-    for file in files {
-        let is_jsonl = file.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"));
-        let result = if is_jsonl {
-            check_jsonl(&schema, &registry, file, &mut tally)
+}
+
+/// `--max-record-bytes`: a number of bytes, optionally with a binary suffix (`K`, `KiB`,
+/// `M`, `MiB`, `G`, `GiB`, any case; `B` alone for bytes).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(digits);
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{s:?} is not a size (expected a number of bytes, or with K, M or G)")),
+    };
+    let n: usize = number.parse().map_err(|_| format!("{s:?} is not a size (expected a number of bytes)"))?;
+    if n == 0 {
+        return Err("the size must be at least 1 byte".into());
+    }
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+pub fn run(args: &ValidateArgs) -> Result<ExitCode, CliError> {
+    let schema = read_schema(&args.schema)?;
+    // Compiled once for the whole run. A schema that the validator cannot use is bad
+    // input, not a failing record.
+    let validator = Validator::new(&schema, &Registry::new())
+        .map_err(|e| CliError::Usage(format!("schema {} cannot be used: {e}", args.schema.display())))?;
+    let options =
+        Options { max_record_bytes: args.max_record_bytes, allow_empty: args.allow_empty, ..Options::default() };
+    let checker = Checker::new(validator, options);
+    let inputs = expand(&args.files);
+
+    let stdout = std::io::stdout();
+    let out: Box<dyn Write> = if stdout.is_terminal() {
+        Box::new(stdout.lock()) // line-buffered
+    } else {
+        Box::new(std::io::BufWriter::with_capacity(1 << 16, stdout.lock()))
+    };
+    let format = Format::from(args.format);
+    let reporter = format.reporter(out, std::io::stderr(), &args.schema.display().to_string());
+    let show_progress = !args.no_progress && std::io::stderr().is_terminal();
+    let summary = if show_progress {
+        let mut reporter = WithProgress::new(reporter, &inputs);
+        checker.check_inputs(inputs, &mut reporter)
+    } else {
+        let mut reporter = reporter;
+        checker.check_inputs(inputs, &mut reporter)
+    }
+    .map_err(|e| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            CliError::BrokenPipe
         } else {
-            check_document(&schema, &registry, file, &mut tally)
-        };
-        match result {
-            Ok(()) => {}
-            Err(CliError::BrokenPipe) => return Err(CliError::BrokenPipe),
-            Err(e @ CliError::Stdout(_)) => return Err(e),
-            Err(e) => {
-                tally.unreadable += 1;
-                eprintln!("error: {e}");
-            }
+            CliError::Stdout(e)
         }
+    })?;
+    if format != Format::Text {
+        // The report is on stdout, for the CI system; the log still gets a line.
+        eprintln!("{summary}");
     }
-    let valid = tally.records - tally.invalid;
-    let files_n = files.len();
-    let mut summary = format!(
-        "{} record{} in {files_n} file{}: {valid} valid, {} invalid",
-        tally.records,
-        if tally.records == 1 { "" } else { "s" },
-        if files_n == 1 { "" } else { "s" },
-        tally.invalid
-    );
-    if tally.unreadable > 0 {
-        summary.push_str(&format!(", {} not readable as JSON (see stderr)", tally.unreadable));
-    }
-    print_line(&summary)?;
-    Ok(ExitCode::from(match (tally.unreadable, tally.invalid) {
-        (0, 0) => 0,
-        (0, _) => 1,
-        _ => 2,
-    }))
+    Ok(ExitCode::from(summary.exit_code()))
 }
 
-/// One JSON document.
-fn check_document(schema: &Value, registry: &Registry, path: &Path, tally: &mut Tally) -> Result<(), CliError> {
-    let bytes =
-        std::fs::read(path).map_err(|source| CliError::Read { what: "file", path: path.to_path_buf(), source })?;
-    let instance: Value =
-        serde_json::from_slice(&bytes).map_err(|e| CliError::Usage(format!("{}: not JSON: {e}", path.display())))?;
-    check_record(schema, registry, &path.display().to_string(), &instance, tally)
+/// A progress bar on stderr (bytes read over the total size of the files), suspended
+/// while the report writes a failure.
+struct WithProgress<R> {
+    inner: R,
+    bar: ProgressBar,
+    /// Bytes of the files already done.
+    done: u64,
+    records: u64,
 }
 
-/// One record per line; blank lines are skipped.
-fn check_jsonl(schema: &Value, registry: &Registry, path: &Path, tally: &mut Tally) -> Result<(), CliError> {
-    let read_err = |source| CliError::Read { what: "file", path: path.to_path_buf(), source };
-    let mut reader = BufReader::new(std::fs::File::open(path).map_err(read_err)?);
-    let mut line = Vec::new();
-    let mut line_no = 0usize;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
-            return Ok(());
-        }
-        line_no += 1;
-        let place = format!("{}:{line_no}", path.display());
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<Value>(&line) {
-            Ok(instance) => check_record(schema, registry, &place, &instance, tally)?,
-            Err(e) => {
-                tally.unreadable += 1;
-                eprintln!("error: {place}: not JSON: {e}");
-            }
-        }
+impl<R: Reporter> WithProgress<R> {
+    fn new(inner: R, inputs: &[Result<Input, InputError>]) -> Self {
+        let total: u64 = inputs
+            .iter()
+            .filter_map(|i| i.as_ref().ok())
+            .filter(|i| !i.is_stdin())
+            .filter_map(|i| std::fs::metadata(&i.path).ok())
+            .map(|m| m.len())
+            .sum();
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template("{bytes}/{total_bytes} [{wide_bar}] {msg} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        WithProgress { inner, bar, done: 0, records: 0 }
     }
 }
 
-fn check_record(
-    schema: &Value,
-    registry: &Registry,
-    place: &str,
-    instance: &Value,
-    tally: &mut Tally,
-) -> Result<(), CliError> {
-    tally.records += 1;
-    if let Err(issues) = stencil_schema::validate(schema, instance, registry) {
-        tally.invalid += 1;
-        for issue in &issues {
-            print_line(&format!("{place}: {}", describe_issue(issue)))?;
+impl<R: Reporter> Reporter for WithProgress<R> {
+    fn start_file(&mut self, input: &Input) -> std::io::Result<()> {
+        self.inner.start_file(input)
+    }
+
+    fn record(&mut self, input: &Input, record: &Record) -> std::io::Result<()> {
+        self.records += 1;
+        self.bar.set_position(self.done + record.end_offset);
+        if self.records % 1024 == 1 {
+            self.bar.set_message(format!("{} records", self.records));
+        }
+        match record.outcome {
+            Outcome::Valid => self.inner.record(input, record),
+            _ => self.bar.suspend(|| self.inner.record(input, record)),
         }
     }
-    Ok(())
+
+    fn end_file(&mut self, input: &Input, file: &FileSummary) -> std::io::Result<()> {
+        if !input.is_stdin() {
+            self.done += std::fs::metadata(&input.path).map(|m| m.len()).unwrap_or(0);
+            self.bar.set_position(self.done);
+        }
+        self.bar.suspend(|| self.inner.end_file(input, file))
+    }
+
+    fn finish(&mut self, summary: &Summary) -> std::io::Result<()> {
+        self.bar.finish_and_clear();
+        self.inner.finish(summary)
+    }
 }

@@ -56,7 +56,7 @@ mod validate;
 pub use ecma::{translate_pattern, PatternError};
 pub use formats::format_regex;
 pub use numbers::{int_range_regex, Decimal};
-pub use validate::{validate, ValidationIssue};
+pub use validate::{validate, InvalidSchema, ValidationIssue, Validator};
 
 use serde_json::Value;
 use stencil_grammar::Grammar;

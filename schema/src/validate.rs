@@ -48,8 +48,89 @@ pub(crate) fn build_validator(schema: &Value, registry: &Registry) -> Result<jso
         .map_err(|e| e.to_string())
 }
 
+/// The schema given to [`Validator::new`] cannot be used for validation (the `jsonschema`
+/// crate rejects it: an unknown `$ref`, a bad regular expression, a keyword of the wrong
+/// type...).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidSchema {
+    /// The validator's explanation.
+    pub message: String,
+}
+
+/// A schema compiled for post-hoc validation, to check many instances: build it once, then
+/// call [`Validator::validate`] per instance. It is `Send + Sync`, so threads can share it.
+///
+/// ```
+/// use serde_json::json;
+/// use stencil_schema::{Registry, Validator};
+///
+/// let schema = json!({"type": "object", "required": ["n"]});
+/// let validator = Validator::new(&schema, &Registry::new())?;
+/// assert!(validator.validate(&json!({"n": 1})).is_ok());
+/// let issues = validator.validate(&json!({})).unwrap_err();
+/// assert_eq!(issues[0].keyword, "required");
+///
+/// // A schema the validator cannot use is an error here, not a failing instance.
+/// assert!(Validator::new(&json!({"pattern": "("}), &Registry::new()).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Validator {
+    inner: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for Validator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Validator").finish_non_exhaustive()
+    }
+}
+
+impl Validator {
+    /// Compiles `schema` (formats asserted), `$ref`s to other documents resolved through
+    /// `registry` only.
+    ///
+    /// # Errors
+    /// [`InvalidSchema`] when the `jsonschema` crate rejects the schema.
+    pub fn new(schema: &Value, registry: &Registry) -> Result<Validator, InvalidSchema> {
+        build_validator(schema, registry).map(|inner| Validator { inner }).map_err(|message| InvalidSchema { message })
+    }
+
+    /// Every reason `instance` is invalid (none: `Ok`).
+    pub fn validate(&self, instance: &Value) -> Result<(), Vec<ValidationIssue>> {
+        let issues: Vec<ValidationIssue> = self
+            .inner
+            .iter_errors(instance)
+            .map(|e| {
+                let schema_pointer = e.schema_path().to_string();
+                let keyword = schema_pointer.rsplit('/').next().unwrap_or("").to_string();
+                ValidationIssue {
+                    instance_pointer: e.instance_path().to_string(),
+                    keyword,
+                    schema_pointer,
+                    message: e.to_string(),
+                }
+            })
+            .collect();
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(issues)
+        }
+    }
+
+    /// Whether `instance` is valid (faster than [`Validator::validate`]: no issues are
+    /// collected).
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.inner.is_valid(instance)
+    }
+}
+
 /// Validates `instance` against `schema` (formats asserted), `$ref`s to other documents
-/// resolved through `registry` only.
+/// resolved through `registry` only. This compiles the schema on every call: to check many
+/// instances, build a [`Validator`] once.
+///
+/// A schema the validator rejects gives one issue with keyword `"schema"` and empty
+/// pointers.
 ///
 /// ```
 /// use serde_json::json;
@@ -59,25 +140,13 @@ pub(crate) fn build_validator(schema: &Value, registry: &Registry) -> Result<jso
 /// assert_eq!(issues[0].keyword, "type");
 /// ```
 pub fn validate(schema: &Value, instance: &Value, registry: &Registry) -> Result<(), Vec<ValidationIssue>> {
-    let validator = build_validator(schema, registry).map_err(|message| {
-        vec![ValidationIssue { instance_pointer: String::new(), keyword: "schema".into(), schema_pointer: String::new(), message }]
+    let validator = Validator::new(schema, registry).map_err(|e| {
+        vec![ValidationIssue {
+            instance_pointer: String::new(),
+            keyword: "schema".into(),
+            schema_pointer: String::new(),
+            message: e.message,
+        }]
     })?;
-    let issues: Vec<ValidationIssue> = validator
-        .iter_errors(instance)
-        .map(|e| {
-            let schema_pointer = e.schema_path().to_string();
-            let keyword = schema_pointer.rsplit('/').next().unwrap_or("").to_string();
-            ValidationIssue {
-                instance_pointer: e.instance_path().to_string(),
-                keyword,
-                schema_pointer,
-                message: e.to_string(),
-            }
-        })
-        .collect();
-    if issues.is_empty() {
-        Ok(())
-    } else {
-        Err(issues)
-    }
+    validator.validate(instance)
 }

@@ -1,0 +1,292 @@
+//! `stencil generate`: text from a local GGUF model, constrained by a JSON Schema, a GBNF
+//! grammar or a regular expression, then validated against the schema when there is one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+use stencil_grammar::{Expr, Grammar};
+use stencil_mask::CompiledGrammar;
+use stencil_runtime::sampling::{Presets, SamplingParams};
+use stencil_runtime::{
+    BeamParams, ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, SessionOptions, StopReason,
+};
+
+use crate::error::CliError;
+use crate::source::{describe_issue, GrammarSource, LoadedSchema};
+
+/// What `generate` was asked, after clap.
+pub struct Options {
+    pub source: Option<GrammarSource>,
+    pub regex: Option<String>,
+    pub prompt: String,
+    pub system: Option<String>,
+    /// Give the prompt to the model as is, not through its chat template.
+    pub raw: bool,
+    pub model: Option<PathBuf>,
+    pub preset: Option<String>,
+    pub presets_file: Option<PathBuf>,
+    /// Explicit flags, applied over the preset.
+    pub overrides: Overrides,
+    pub stream: bool,
+    pub beams: Option<usize>,
+    pub threads: Option<u32>,
+    pub n_ctx: u32,
+    pub log: Option<PathBuf>,
+    pub no_fast_forward: bool,
+    pub quiet: bool,
+}
+
+/// Sampling flags given on the command line (`None`: keep the preset's value).
+#[derive(Default)]
+pub struct Overrides {
+    pub temperature: Option<f32>,
+    pub top_k: Option<u32>,
+    pub top_p: Option<f32>,
+    pub min_p: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub no_repeat_ngram_size: Option<u32>,
+    pub logit_bias: Vec<(u32, f32)>,
+    pub seed: Option<u64>,
+    pub max_tokens: Option<u32>,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+}
+
+/// The preset used when none is named: greedy, for reproducible extraction.
+pub const DEFAULT_PRESET: &str = "extractor-greedy";
+
+impl Overrides {
+    fn apply(&self, p: &mut SamplingParams) {
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { p.$field = v; } )* };
+        }
+        set!(temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty);
+        set!(no_repeat_ngram_size, max_tokens);
+        if self.seed.is_some() {
+            p.seed = self.seed;
+        }
+        p.logit_bias.extend(self.logit_bias.iter().copied());
+        p.stop.extend(self.stop.iter().cloned());
+        p.ignore_eos |= self.ignore_eos;
+    }
+}
+
+pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
+    let params = sampling_params(opts)?;
+    let loaded = match &opts.source {
+        Some(source) => Some((source, source.load()?)),
+        None => None,
+    };
+    if let Some((_, l)) = &loaded {
+        if let Some(schema) = &l.schema {
+            for w in &schema.warnings {
+                eprintln!("warning: {w} (left to post-hoc validation)");
+            }
+        }
+    }
+    let model_path = crate::models::resolve(opts.model.as_ref())?;
+    let model = load_model(&model_path, opts.quiet)?;
+
+    let (grammar, label) = match (&loaded, &opts.regex) {
+        (Some((source, l)), _) => {
+            let (g, _) = source.compile(&l.grammar, model.vocab().clone(), Some(&model_path))?;
+            (Some(g), if l.schema.is_some() { "json-schema" } else { "gbnf" })
+        }
+        (None, Some(pattern)) => (Some(compile_regex(pattern, &model)?), "regex"),
+        (None, None) => (None, "none"),
+    };
+    let prompt = if opts.raw || model.chat_template().is_none() {
+        let mut text = opts.system.clone().map(|s| s + "\n\n").unwrap_or_default();
+        text.push_str(&opts.prompt);
+        Prompt::Text(text)
+    } else {
+        let mut messages: Vec<ChatMessage> = opts.system.iter().map(ChatMessage::system).collect();
+        messages.push(ChatMessage::user(opts.prompt.clone()));
+        Prompt::Chat(messages)
+    };
+    let mut request = GenerateRequest::new(prompt).with_params(params);
+    request.preset = Some(opts.preset.clone().unwrap_or_else(|| DEFAULT_PRESET.to_string()));
+    request.fast_forward = !opts.no_fast_forward;
+    if let Some(g) = grammar {
+        request = request.with_grammar(g, label);
+    }
+
+    let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
+    let beams = opts.beams.unwrap_or(0);
+    let session_options = SessionOptions {
+        n_ctx: opts.n_ctx,
+        n_threads: threads,
+        n_seq_max: (2 * beams).max(1) as u32,
+        ..Default::default()
+    };
+    let mut session = model.session(&session_options).map_err(runtime)?;
+
+    let schema = loaded.as_ref().and_then(|(_, l)| l.schema.as_ref());
+    if beams > 0 {
+        let results =
+            session.beam_search(&request, &BeamParams { n_beams: beams, ..Default::default() }).map_err(runtime)?;
+        for (i, b) in results.iter().enumerate() {
+            eprintln!(
+                "beam {i}: score {:.4} (log-probability {:.3}, {} tokens{})",
+                b.score,
+                b.logprob,
+                b.tokens.len(),
+                if b.finished { "" } else { ", cut by --max-tokens" }
+            );
+        }
+        let best = results.first().ok_or_else(|| CliError::Usage("beam search returned nothing".into()))?;
+        print_text(&best.text, true)?;
+        return Ok(check_output(&best.text, best.finished, schema));
+    }
+
+    let mut stdout = std::io::stdout().lock();
+    let mut write_error = None;
+    let generation = session
+        .generate(&request, |piece| {
+            if opts.stream && write_error.is_none() {
+                if let Err(e) = stdout.write_all(piece.as_bytes()).and_then(|()| stdout.flush()) {
+                    write_error = Some(e);
+                }
+            }
+        })
+        .map_err(runtime)?;
+    drop(stdout);
+    if let Some(e) = write_error {
+        return Err(stdout_error(e));
+    }
+    print_text(&generation.text, !opts.stream)?;
+    let record = &generation.record;
+    if !opts.quiet {
+        eprintln!(
+            "{} tokens ({} forced) in {:.0} ms, {:.1} tokens/s; prompt {} tokens in {:.0} ms; mask {:.3} ms/token; stop: {}",
+            record.generated_tokens,
+            record.forced_tokens,
+            record.timings.decode_ms,
+            record.timings.tokens_per_second,
+            record.prompt_tokens,
+            record.timings.prefill_ms,
+            record.timings.mask_ms_per_token,
+            describe_stop(&record.stop_reason),
+        );
+    }
+    if let Some(log) = &opts.log {
+        append_line(log, &record.to_json_line())?;
+    }
+    let complete = !matches!(generation.stop_reason, StopReason::Length | StopReason::ContextFull);
+    Ok(check_output(&generation.text, complete, schema))
+}
+
+/// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.
+fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError> {
+    let presets = match &opts.presets_file {
+        Some(path) => Presets::from_toml_file(path).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
+        None => Presets::builtin(),
+    };
+    let name = opts.preset.as_deref().unwrap_or(DEFAULT_PRESET);
+    let mut params = presets.get(name).map_err(|e| CliError::Usage(e.to_string()))?.clone();
+    opts.overrides.apply(&mut params);
+    params.validate().map_err(|e| CliError::Usage(e.to_string()))?;
+    Ok(params)
+}
+
+/// Loads the model, with a progress bar on a terminal.
+fn load_model(path: &Path, quiet: bool) -> Result<Model, CliError> {
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(100) };
+    bar.set_style(
+        ProgressStyle::with_template("loading {msg} {bar:30} {percent:>3}%")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+    bar.enable_steady_tick(Duration::from_millis(100));
+    let tick = bar.clone();
+    let model = Model::load_with_progress(path, &ModelOptions::default(), move |fraction| {
+        tick.set_position((fraction * 100.0) as u64);
+        true
+    });
+    bar.finish_and_clear();
+    model.map_err(runtime)
+}
+
+/// A grammar whose text is the whole match of `pattern` (regex-syntax dialect).
+fn compile_regex(pattern: &str, model: &Model) -> Result<Arc<CompiledGrammar>, CliError> {
+    let mut grammar = Grammar::new();
+    grammar.add_rule("root", Expr::Regex(pattern.to_string()));
+    CompiledGrammar::new(&grammar, model.vocab().clone())
+        .map_err(|e| CliError::Usage(format!("--regex {pattern:?} cannot be compiled: {e}")))
+}
+
+/// Exit status from the output: with a schema, the output must validate.
+fn check_output(text: &str, complete: bool, schema: Option<&LoadedSchema>) -> ExitCode {
+    let Some(schema) = schema else {
+        return ExitCode::SUCCESS;
+    };
+    if !complete {
+        eprintln!("error: the output is incomplete (--max-tokens or the context ran out), so it is not valid JSON");
+        return ExitCode::from(1);
+    }
+    let instance: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: the output is not JSON ({e}); this is an engine bug");
+            return ExitCode::from(3);
+        }
+    };
+    match schema.validate(&instance) {
+        Ok(()) => {
+            eprintln!("valid: the output validates against the schema");
+            ExitCode::SUCCESS
+        }
+        Err(issues) => {
+            for issue in &issues {
+                eprintln!("invalid: {}", describe_issue(issue));
+            }
+            // Only keywords listed as unenforced may fail; anything else is a bug.
+            ExitCode::from(if schema.is_exact() { 3 } else { 1 })
+        }
+    }
+}
+
+fn describe_stop(reason: &StopReason) -> String {
+    match reason {
+        StopReason::Eos => "end of generation token".into(),
+        StopReason::Stop(s) => format!("stop string {s:?}"),
+        StopReason::Length => "--max-tokens reached".into(),
+        StopReason::GrammarComplete => "grammar complete".into(),
+        StopReason::ContextFull => "context full".into(),
+    }
+}
+
+/// Prints the output (when not already streamed) and ends the line.
+fn print_text(text: &str, print: bool) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    let r = if print { writeln!(out, "{text}") } else { writeln!(out) };
+    r.and_then(|()| out.flush()).map_err(stdout_error)
+}
+
+fn stdout_error(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::BrokenPipe
+    } else {
+        CliError::Stdout(e)
+    }
+}
+
+fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| CliError::Read { what: "log file", path: path.to_path_buf(), source })?;
+    writeln!(file, "{line}").map_err(|source| CliError::Read { what: "log file", path: path.to_path_buf(), source })
+}
+
+fn runtime(e: stencil_runtime::RuntimeError) -> CliError {
+    CliError::Runtime(Box::new(e))
+}

@@ -1,0 +1,47 @@
+//! The runtime's errors.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Everything that can go wrong loading a model or generating.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error("llama.cpp backend could not start: {0}")]
+    Backend(String),
+    #[error("model file {0} does not exist")]
+    ModelMissing(PathBuf),
+    #[error("llama.cpp could not load model {path}: {reason}")]
+    ModelLoad { path: PathBuf, reason: String },
+    #[error("model {path}: its tokenizer metadata cannot be read: {reason}")]
+    Vocabulary { path: PathBuf, reason: String },
+    #[error("the model's vocabulary has {ours} tokens but its logits have {logits}")]
+    VocabularyMismatch { ours: usize, logits: usize },
+    #[error("the grammar was compiled for a vocabulary of {grammar} tokens, the model has {model}")]
+    GrammarVocabulary { grammar: usize, model: usize },
+    #[error("llama.cpp could not create a context: {0}")]
+    Context(String),
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+    #[error("the model has no chat template; give a plain text prompt instead of chat messages")]
+    NoChatTemplate,
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("the prompt ({prompt} tokens) and max_tokens ({max_tokens}) do not fit the context of {n_ctx} tokens")]
+    ContextOverflow { prompt: usize, max_tokens: usize, n_ctx: u32 },
+    #[error("llama.cpp decode failed: {0}")]
+    Decode(String),
+    #[error(transparent)]
+    Sampling(#[from] stencil_sampling::SamplingError),
+    /// The grammar engine refused a token it had allowed, or failed: a bug, reported
+    /// rather than hidden.
+    #[error("grammar engine: {0}")]
+    Matcher(#[from] stencil_mask::MatchError),
+    #[error("llama.cpp's grammar sampler refused the grammar: {0}")]
+    LlamaGrammar(String),
+    #[error("beam search: {0}")]
+    Beam(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

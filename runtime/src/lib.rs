@@ -1,0 +1,37 @@
+//! Constrained decoding on llama.cpp.
+//!
+//! Load a GGUF [`Model`] (its vocabulary is read from the same file, so masks line up with
+//! the logits), open a [`Session`] (a llama.cpp context), and [`Session::generate`] text —
+//! free, or constrained by a grammar compiled against [`Model::vocab`] — with the sampling
+//! pipeline of `stencil-sampling`, stop strings, streaming, and a [`GenerationRecord`] of
+//! what ran. [`Session::beam_search`] keeps several beams, each inside the grammar.
+//!
+//! ```no_run
+//! use stencil_runtime::{GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
+//! let model = Model::load("model.gguf", &ModelOptions::default())?;
+//! let grammar = stencil_grammar::parse_gbnf(r#"root ::= "yes" | "no""#).unwrap();
+//! let grammar = stencil_mask::CompiledGrammar::new(&grammar, model.vocab().clone()).unwrap();
+//! let mut session = model.session(&SessionOptions::default())?;
+//! let request = GenerateRequest::new(Prompt::user_or_text(&model, "Is water wet?"))
+//!     .with_grammar(grammar, "gbnf");
+//! let out = session.generate(&request, |piece| print!("{piece}"))?;
+//! assert!(out.text == "yes" || out.text == "no");
+//! # Ok::<(), stencil_runtime::RuntimeError>(())
+//! ```
+
+mod baseline;
+mod beam;
+mod chat;
+mod error;
+mod model;
+mod session;
+mod telemetry;
+
+pub use baseline::BaselineRun;
+pub use beam::{Beam, BeamParams};
+pub use chat::{ChatMessage, ChatTemplate};
+pub use error::{Result, RuntimeError};
+pub use model::{Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
+pub use session::{GenerateRequest, Generation, Session};
+pub use stencil_sampling as sampling;
+pub use telemetry::{GenerationRecord, StopReason, Timings};

@@ -1,0 +1,85 @@
+//! The record every generation returns: what ran, with which settings, why it stopped,
+//! and how long each part took. Serializable as JSON (one line per generation in a JSONL
+//! log).
+
+use serde::Serialize;
+use stencil_sampling::SamplingParams;
+
+use crate::model::ModelInfo;
+
+/// Why generation stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
+pub enum StopReason {
+    /// The model chose an end-of-generation token (never emitted as text).
+    Eos,
+    /// The text reached a stop string (the string and what follows are not in the output).
+    Stop(String),
+    /// `max_tokens` tokens were generated.
+    Length,
+    /// The grammar's text is complete and nothing else may follow: the end-of-generation
+    /// token is the only choice, so it is taken without running the model.
+    GrammarComplete,
+    /// The context window is full.
+    ContextFull,
+}
+
+/// Times of one generation, in milliseconds (wall clock).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    /// Evaluating the prompt (tokens not already in the KV cache).
+    pub prefill_ms: f64,
+    /// From the first sampled token to the end.
+    pub decode_ms: f64,
+    pub total_ms: f64,
+    /// Computing token masks, summed over steps; most of it runs while llama.cpp computes
+    /// the forward pass, on another thread.
+    pub mask_ms: f64,
+    /// Mask time per generated token.
+    pub mask_ms_per_token: f64,
+    /// Time the decode loop waited for a mask after the forward pass was done: the
+    /// grammar's visible cost.
+    pub mask_wait_ms: f64,
+    /// The sampling pipeline (penalties, mask, truncation, draw), summed over steps.
+    pub sample_ms: f64,
+    /// Generated tokens per second of decode time.
+    pub tokens_per_second: f64,
+    /// Prompt tokens per second of prefill time.
+    pub prefill_tokens_per_second: f64,
+}
+
+/// Everything about one generation, for logs and benchmarks.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerationRecord {
+    /// Seconds since the Unix epoch when generation started.
+    pub started_at: f64,
+    pub model: ModelInfo,
+    /// The preset the parameters came from, if any.
+    pub preset: Option<String>,
+    /// Every sampling parameter, as used.
+    pub params: SamplingParams,
+    /// The seed actually used (drawn at random when the parameters named none).
+    pub seed: u64,
+    /// What constrained the output: `"none"`, or a description such as `"json-schema"`.
+    pub constraint: String,
+    pub stop_reason: StopReason,
+    pub prompt_tokens: usize,
+    /// Prompt tokens reused from the KV cache of the previous generation.
+    pub cached_prompt_tokens: usize,
+    pub generated_tokens: usize,
+    /// Generated tokens the grammar forced, appended without sampling.
+    pub forced_tokens: usize,
+    /// llama.cpp forward passes after the prompt.
+    pub forward_passes: usize,
+    /// Steps where logit bias or penalties had removed every token the grammar allows, so
+    /// the most likely allowed token was taken instead (the grammar always wins).
+    pub fallback_steps: usize,
+    pub timings: Timings,
+}
+
+impl GenerationRecord {
+    /// One line of JSON.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
