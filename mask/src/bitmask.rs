@@ -8,6 +8,8 @@
 //! bitmask::set(&mut mask, 65);
 //! assert!(bitmask::get(&mask, 65) && !bitmask::get(&mask, 64));
 //! assert_eq!(bitmask::allowed(&mask).collect::<Vec<_>>(), vec![65]);
+//! bitmask::clear(&mut mask, 65);
+//! assert_eq!(bitmask::count(&mask), 0);
 //! ```
 
 /// A zeroed mask for `width` tokens.
@@ -23,6 +25,13 @@ pub fn words(width: usize) -> usize {
 #[inline]
 pub fn set(mask: &mut [u32], token: u32) {
     mask[token as usize >> 5] |= 1 << (token & 31);
+}
+
+#[inline]
+pub fn clear(mask: &mut [u32], token: u32) {
+    if let Some(w) = mask.get_mut(token as usize >> 5) {
+        *w &= !(1 << (token & 31));
+    }
 }
 
 #[inline]

@@ -7,7 +7,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 
 use crate::error::{Result, RuntimeError};
 use crate::model::Prompt;
-use crate::session::Session;
+use crate::session::{text_bytes, Session};
 
 /// What a baseline run produced.
 #[derive(Clone, Debug)]
@@ -42,7 +42,7 @@ impl Session<'_> {
         let mut chain = LlamaSampler::chain_simple(samplers);
         self.prefill(&prompt)?;
         let vocab = self.model.vocab().clone();
-        let (mut tokens, mut bytes) = (Vec::new(), Vec::new());
+        let mut tokens = Vec::new();
         let mut sample_time = Duration::ZERO;
         let start = Instant::now();
         while tokens.len() < max_tokens {
@@ -54,13 +54,10 @@ impl Session<'_> {
                 break;
             }
             tokens.push(id);
-            if vocab.is_text(id) {
-                bytes.extend_from_slice(vocab.token_bytes(id));
-            }
             self.decode_tokens(&[id])?;
         }
         Ok(BaselineRun {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
+            text: String::from_utf8_lossy(&text_bytes(&vocab, &tokens)).into_owned(),
             tokens,
             decode_time: start.elapsed(),
             sample_time,

@@ -2,11 +2,11 @@
 //! own forked matcher, so every beam stays inside the grammar.
 
 use serde::Serialize;
-use stencil_mask::Matcher;
+use stencil_mask::{bitmask, Matcher};
 use stencil_sampling::{Sampler, TokenHistory};
 
 use crate::error::{Result, RuntimeError};
-use crate::session::{check_grammar_vocab, GenerateRequest, Session};
+use crate::session::{check_grammar_vocab, text_bytes, GenerateRequest, Session};
 
 /// Beam search settings.
 ///
@@ -91,7 +91,7 @@ impl Session<'_> {
             logits_index: self.batch.n_tokens() - 1,
         }];
         let mut finished: Vec<Beam> = Vec::new();
-        let mut mask = vec![0u32; vocab.mask_width().div_ceil(32)];
+        let mut mask = bitmask::new_mask(vocab.mask_width());
         let score = |logprob: f64, len: usize| logprob / (len.max(1) as f64).powf(beam.length_penalty);
         let mut bank = 0i32; // live beams use sequences bank*n .. bank*n+n
         let result = (|| -> Result<()> {
@@ -179,9 +179,7 @@ impl Session<'_> {
     }
 
     fn finish(&self, tokens: &[u32], logprob: f64, score: f64, finished: bool) -> Beam {
-        let vocab = self.model.vocab();
-        let bytes: Vec<u8> =
-            tokens.iter().filter(|&&t| vocab.is_text(t)).flat_map(|&t| vocab.token_bytes(t).iter().copied()).collect();
+        let bytes = text_bytes(self.model.vocab(), tokens);
         Beam { text: String::from_utf8_lossy(&bytes).into_owned(), tokens: tokens.to_vec(), logprob, score, finished }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
-use stencil_mask::{CompiledGrammar, Matcher, Vocabulary};
+use stencil_mask::{bitmask, CompiledGrammar, Matcher, Vocabulary};
 use stencil_sampling::{Sampler, SamplingError, SamplingParams, StopStrings, TokenHistory, Utf8Stream};
 
 use crate::error::{Result, RuntimeError};
@@ -117,7 +117,7 @@ impl<'m> Session<'m> {
         };
         let prompt = self.prompt_tokens(&request.prompt, params.max_tokens as usize)?;
         let mut history = TokenHistory::with_prompt(&prompt);
-        let mut mask = vec![0u32; vocab.mask_width().div_ceil(32)];
+        let mut mask = bitmask::new_mask(vocab.mask_width());
         let free_mask = (params.ignore_eos && matcher.is_none()).then(|| all_but_eos(&vocab));
 
         // The first mask is computed while the prompt is evaluated.
@@ -330,38 +330,34 @@ fn join_mask(joined: std::thread::Result<Result<Duration>>) -> Result<Duration> 
 
 /// The allowed token with the largest finite logit.
 fn masked_argmax(logits: &[f32], mask: &[u32]) -> Option<u32> {
-    let mut best: Option<(u32, f32)> = None;
-    for (w, &word) in mask.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let id = w as u32 * 32 + bits.trailing_zeros();
-            bits &= bits - 1;
-            match logits.get(id as usize) {
-                Some(&l) if l.is_finite() && best.is_none_or(|(_, b)| l > b) => best = Some((id, l)),
-                _ => {}
-            }
-        }
-    }
-    best.map(|(id, _)| id)
+    bitmask::allowed(mask)
+        .filter_map(|id| logits.get(id as usize).filter(|l| l.is_finite()).map(|&l| (id, l)))
+        .fold(
+            None,
+            |best: Option<(u32, f32)>, (id, l)| if best.is_some_and(|(_, b)| b >= l) { best } else { Some((id, l)) },
+        )
+        .map(|(id, _)| id)
 }
 
 fn clear_eos(mask: &mut [u32], vocab: &Vocabulary) {
     for &id in vocab.eos_ids() {
-        if let Some(word) = mask.get_mut(id as usize / 32) {
-            *word &= !(1 << (id % 32));
-        }
+        bitmask::clear(mask, id);
     }
 }
 
 /// Every token but the end-of-generation ones (free text with `ignore_eos`).
 fn all_but_eos(vocab: &Vocabulary) -> Vec<u32> {
-    let width = vocab.mask_width();
-    let mut mask = vec![u32::MAX; width.div_ceil(32)];
-    if width % 32 != 0 {
-        *mask.last_mut().unwrap() = (1u32 << (width % 32)) - 1;
+    let mut mask = bitmask::new_mask(vocab.mask_width());
+    for id in 0..vocab.mask_width() as u32 {
+        bitmask::set(&mut mask, id);
     }
     clear_eos(&mut mask, vocab);
     mask
+}
+
+/// The text bytes of `tokens` (control tokens have none).
+pub(crate) fn text_bytes(vocab: &Vocabulary, tokens: &[u32]) -> Vec<u8> {
+    tokens.iter().filter(|&&t| vocab.is_text(t)).flat_map(|&t| vocab.token_bytes(t).iter().copied()).collect()
 }
 
 /// Token bytes → valid UTF-8 → stop strings → the caller, keeping the final text.
