@@ -89,11 +89,24 @@ fn lenient_hint(e: &SchemaError, mode: Mode) -> &'static str {
         (SchemaError::UnsupportedKeyword { .. }, Mode::Strict) => {
             "\n  (with --lenient the schema compiles anyway: the keyword is listed and left to post-hoc validation)"
         }
+        // A count above max_repetition is the one limit lenient mode gets past.
+        (SchemaError::TooLarge { reason, .. }, Mode::Strict) if reason.ends_with("(limit max_repetition)") => {
+            "\n  (with --lenient the schema compiles anyway: the count is listed and left to post-hoc validation)"
+        }
         _ => "",
     }
 }
 
 impl CliError {
+    /// A failed write to stdout: a closed pipe (`stencil sample ... | head`) ends quietly.
+    pub(crate) fn from_stdout(e: std::io::Error) -> CliError {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            CliError::BrokenPipe
+        } else {
+            CliError::Stdout(e)
+        }
+    }
+
     /// The process exit status for this error (see the crate docs).
     pub fn exit_code(&self) -> u8 {
         match self {

@@ -159,7 +159,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
         .map_err(runtime)?;
     drop(stdout);
     if let Some(e) = write_error {
-        return Err(stdout_error(e));
+        return Err(CliError::from_stdout(e));
     }
     print_text(&generation.text, !opts.stream)?;
     let record = &generation.record;
@@ -184,7 +184,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
 }
 
 /// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.
-fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError> {
+pub(crate) fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError> {
     let presets = match &opts.presets_file {
         Some(path) => Presets::from_toml_file(path).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
         None => Presets::builtin(),
@@ -197,7 +197,7 @@ fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError> {
 }
 
 /// Loads the model, with a progress bar on a terminal.
-fn load_model(path: &Path, quiet: bool) -> Result<Model, CliError> {
+pub(crate) fn load_model(path: &Path, quiet: bool) -> Result<Model, CliError> {
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(100) };
     bar.set_style(
         ProgressStyle::with_template("loading {msg} {bar:30} {percent:>3}%")
@@ -267,18 +267,10 @@ fn describe_stop(reason: &StopReason) -> String {
 fn print_text(text: &str, print: bool) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     let r = if print { writeln!(out, "{text}") } else { writeln!(out) };
-    r.and_then(|()| out.flush()).map_err(stdout_error)
+    r.and_then(|()| out.flush()).map_err(CliError::from_stdout)
 }
 
-fn stdout_error(e: std::io::Error) -> CliError {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        CliError::BrokenPipe
-    } else {
-        CliError::Stdout(e)
-    }
-}
-
-fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
+pub(crate) fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -287,6 +279,6 @@ fn append_line(path: &Path, line: &str) -> Result<(), CliError> {
     writeln!(file, "{line}").map_err(|source| CliError::Read { what: "log file", path: path.to_path_buf(), source })
 }
 
-fn runtime(e: stencil_runtime::RuntimeError) -> CliError {
+pub(crate) fn runtime(e: stencil_runtime::RuntimeError) -> CliError {
     CliError::Runtime(Box::new(e))
 }

@@ -17,6 +17,7 @@ mod rng;
 mod sample;
 mod source;
 mod text;
+mod tools;
 mod validate;
 mod vocab;
 
@@ -226,6 +227,22 @@ struct GenerateArgs {
     /// CPU threads for llama.cpp (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
+    /// Tool calling: the tools the model may call, as OpenAI JSON (an array of
+    /// {"type": "function", "function": {"name", "description", "parameters"}}). Prints each
+    /// call as one JSON object per line, {"name": ..., "arguments": {...}}, or a plain-text
+    /// reply as {"content": ...}; exits 1 if the reply is not a valid call.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["grammar", "schema", "regex", "beams", "stream"])]
+    tools: Option<PathBuf>,
+    /// With --tools: auto (default: a call or plain text), required, none, or a tool name.
+    #[arg(long, value_name = "CHOICE", requires = "tools")]
+    tool_choice: Option<String>,
+    /// With --tools: up to N calls in one reply (default 1).
+    #[arg(long, value_name = "N", requires = "tools")]
+    max_calls: Option<u32>,
+    /// With --tools: multi-stage (default: the name, then the arguments), single-grammar, or
+    /// unconstrained.
+    #[arg(long, value_name = "STRATEGY", requires = "tools")]
+    tool_strategy: Option<String>,
     /// Context length in tokens.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     ctx_size: u32,
@@ -502,7 +519,18 @@ fn main() -> ExitCode {
         Command::Convert(a) => {
             a.shape.options().and_then(|options| convert::run(&SchemaFile { path: a.schema.clone(), options }))
         }
-        Command::Generate(a) => a.options().and_then(|o| generate::run(&o)),
+        Command::Generate(a) => match &a.tools {
+            Some(path) => {
+                let args = tools::ToolArgs {
+                    tools: path.clone(),
+                    choice: a.tool_choice.clone(),
+                    max_calls: a.max_calls,
+                    strategy: a.tool_strategy.clone(),
+                };
+                a.options().and_then(|o| tools::run(&o, &args))
+            }
+            None => a.options().and_then(|o| generate::run(&o)),
+        },
         Command::Validate(a) => validate::run(a),
     };
     match result {
@@ -519,8 +547,5 @@ fn main() -> ExitCode {
 pub(crate) fn print_line(line: &str) -> Result<(), CliError> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    match writeln!(out, "{line}") {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::BrokenPipe),
-        other => other.map_err(CliError::Stdout),
-    }
+    writeln!(out, "{line}").map_err(CliError::from_stdout)
 }

@@ -84,13 +84,7 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode, CliError> {
         let mut reporter = reporter;
         checker.check_inputs(inputs, &mut reporter)
     }
-    .map_err(|e| {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            CliError::BrokenPipe
-        } else {
-            CliError::Stdout(e)
-        }
-    })?;
+    .map_err(CliError::from_stdout)?;
     if format != Format::Text {
         // The report is on stdout, for the CI system; the log still gets a line.
         eprintln!("{summary}");

@@ -213,10 +213,101 @@ impl Grammar {
     pub fn rule_id(&self, name: &str) -> Option<RuleId> {
         self.rules.iter().position(|r| r.name == name).map(|i| RuleId(i as u32))
     }
+
+    /// Copies every rule of `other` into this grammar and returns the id of `other`'s
+    /// start rule here, to be referenced with [`Expr::Rule`]: how several grammars (for
+    /// example the grammars of several JSON Schemas) become parts of one.
+    ///
+    /// Each copied rule is named `{prefix}{name}`, with `-2`, `-3`, ... appended when that
+    /// name is already taken, so names stay unique; rule references inside the copies are
+    /// renumbered. `self.root` is left as it is.
+    ///
+    /// ```
+    /// use stencil_grammar::{parse_gbnf, reference::Recognizer, Expr, Grammar};
+    /// let yes_no = parse_gbnf(r#"root ::= "yes" | "no""#)?;
+    /// let digits = parse_gbnf(r#"root ::= [0-9]+"#)?;
+    /// let mut g = Grammar::new();
+    /// let root = g.add_rule("root", Expr::Empty);
+    /// let a = g.embed(&yes_no, "answer-");
+    /// let n = g.embed(&digits, "count-");
+    /// g.set_body(root, Expr::seq([Expr::Rule(a), Expr::literal(" "), Expr::Rule(n)]));
+    /// g.root = root;
+    /// assert_eq!(g.rule(a).name, "answer-root");
+    /// assert!(Recognizer::new(&g)?.matches(b"yes 42"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn embed(&mut self, other: &Grammar, prefix: &str) -> RuleId {
+        let offset = self.rules.len() as u32;
+        let mut taken: std::collections::HashSet<String> = self.rules.iter().map(|r| r.name.clone()).collect();
+        for rule in &other.rules {
+            let base = format!("{prefix}{}", rule.name);
+            let mut name = base.clone();
+            let mut n = 2;
+            while taken.contains(&name) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            taken.insert(name.clone());
+            let mut body = rule.body.clone();
+            body.shift_rules(offset);
+            self.rules.push(Rule { name, body });
+        }
+        RuleId(other.root.0 + offset)
+    }
+}
+
+impl Expr {
+    /// Adds `offset` to every rule reference (in place).
+    fn shift_rules(&mut self, offset: u32) {
+        match self {
+            Expr::Rule(r) => r.0 += offset,
+            Expr::Seq(v) | Expr::Alt(v) => v.iter_mut().for_each(|e| e.shift_rules(offset)),
+            Expr::Repeat { expr, .. } => expr.shift_rules(offset),
+            _ => {}
+        }
+    }
 }
 
 impl Default for Grammar {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embed_renumbers_references_and_keeps_names_unique() {
+        // other: root ::= item ("," item)* ; item ::= "x"
+        let mut other = Grammar::new();
+        let o_root = other.add_rule("root", Expr::Empty);
+        let item = other.add_rule("item", Expr::literal("x"));
+        other.set_body(
+            o_root,
+            Expr::seq([Expr::Rule(item), Expr::star(Expr::seq([Expr::literal(","), Expr::Rule(item)]))]),
+        );
+        other.root = o_root;
+
+        let mut g = Grammar::new();
+        let root = g.add_rule("root", Expr::Empty);
+        g.add_rule("t-item", Expr::literal("taken"));
+        let first = g.embed(&other, "t-");
+        let second = g.embed(&other, "t-");
+        g.set_body(root, Expr::alt([Expr::Rule(first), Expr::Rule(second)]));
+        g.root = root;
+
+        let names: Vec<&str> = g.rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["root", "t-item", "t-root", "t-item-2", "t-root-2", "t-item-3"]);
+        assert_eq!(first, RuleId(2));
+        assert_eq!(second, RuleId(4));
+        // The copies refer to their own `item`, not to the rule at the old index.
+        let mut refs = Vec::new();
+        g.rule(second).body.for_each_rule(&mut |r| refs.push(r));
+        assert_eq!(refs, [RuleId(5), RuleId(5)]);
+        let recognizer = crate::reference::Recognizer::new(&g).unwrap();
+        assert!(recognizer.matches(b"x,x"));
+        assert!(!recognizer.matches(b"taken"));
     }
 }

@@ -1,0 +1,641 @@
+//! Decoding tool calls on a [`Session`]: [`ToolCaller`].
+//!
+//! # Multi-stage decoding ([`Strategy::MultiStage`], the default)
+//!
+//! ```text
+//! stage 1  <tool_call>{"name": "get_weather"          name from the closed set (or plain text)
+//! stage 2                                 , "arguments": {"city": "Paris"}      the tool's schema
+//!          }</tool_call>                                                         appended
+//! stage 1' \n<tool_call>{"name": "web_search"  or end     next call (parallel calls only)
+//! ```
+//!
+//! 1. **Name.** The reply's opening is decoded with a grammar whose language is the call's
+//!    head (forced: `<tool_call>{"name": "`) then one of the allowed names and its closing
+//!    quote — or, with [`ToolChoice::Auto`], plain text that does not open a call. With a
+//!    named tool (or a single tool and `required`), there is nothing to choose and stage 1
+//!    is skipped.
+//! 2. **Arguments.** The prompt plus the text so far plus `, "arguments": ` is decoded with
+//!    the grammar of that tool's argument schema only; then `}</tool_call>` is appended.
+//! 3. **Next call.** With parallel calls, while fewer than `max_calls` calls were made, a
+//!    grammar allows either the end of the reply (EOS) or the separator, the head and a
+//!    name; then stage 2 again.
+//!
+//! Each stage is one [`Session::generate`] whose prompt is the whole text so far, so the
+//! KV cache keeps everything before the new part: only the new tokens are evaluated.
+//!
+//! # Single grammar ([`Strategy::SingleGrammar`])
+//!
+//! One generation with one grammar for the whole reply: up to `max_calls` calls, each an
+//! alternative per tool (`name", "arguments": ` then the tool's argument grammar, embedded),
+//! or plain text for `auto`. The same language as the stages, decided in one pass.
+//!
+//! # Unconstrained ([`Strategy::Unconstrained`])
+//!
+//! The same prompt, free decoding, the reply read with [`Envelope::parse`]: the baseline.
+//!
+//! Whatever the strategy, every call is then checked ([`ToolSet::check`]: a known name,
+//! arguments valid against the schema) and the reply against the tool choice. A failure
+//! is retried `retries` times by appending the reply and a user message with
+//! [`CallError::feedback`] to the conversation; after that it is
+//! [`ToolError::InvalidCall`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use stencil_mask::{CompileError, CompiledGrammar, Vocabulary};
+use stencil_runtime::sampling::SamplingParams;
+use stencil_runtime::{
+    ChatMessage, GenerateRequest, Generation, GenerationRecord, Model, Prompt, RuntimeError, Session, StopReason,
+};
+use thiserror::Error;
+
+use crate::call::{CallError, ToolCall};
+use crate::envelope::{Envelope, Reply, ToolChoice, CONNECTOR};
+use crate::grammar::{self, Opening};
+use crate::prompt::{render_messages, result_message, PromptStyle};
+use crate::set::ToolSet;
+use crate::tool::Tools;
+
+/// How calls are decoded. See the [module documentation](self).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Strategy {
+    /// Name first, then arguments, each with its own grammar.
+    #[default]
+    MultiStage,
+    /// One grammar for the whole reply.
+    SingleGrammar,
+    /// No grammar: the reply is parsed and validated afterwards (the baseline).
+    Unconstrained,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    /// `multi-stage`, `single-grammar` or `unconstrained`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "multi-stage" => Ok(Strategy::MultiStage),
+            "single-grammar" => Ok(Strategy::SingleGrammar),
+            "unconstrained" => Ok(Strategy::Unconstrained),
+            _ => Err(format!("unknown strategy {s:?}: expected multi-stage, single-grammar or unconstrained")),
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Strategy::MultiStage => "multi-stage",
+            Strategy::SingleGrammar => "single-grammar",
+            Strategy::Unconstrained => "unconstrained",
+        })
+    }
+}
+
+/// How to decode one reply.
+///
+/// ```
+/// use stencil_tools::{CallOptions, Strategy, ToolChoice};
+/// let options = CallOptions { choice: ToolChoice::Required, parallel: true, ..CallOptions::default() };
+/// assert_eq!(options.max_calls(), 4);
+/// assert_eq!(CallOptions::default().max_calls(), 1);
+/// assert_eq!(CallOptions::default().strategy, Strategy::MultiStage);
+/// ```
+#[derive(Clone, Debug)]
+pub struct CallOptions {
+    /// Whether and which tool to call (default [`ToolChoice::Auto`]).
+    pub choice: ToolChoice,
+    /// Allow several calls in one reply (default false: at most one).
+    pub parallel: bool,
+    /// With `parallel`, the most calls in one reply (default 4).
+    pub max_parallel_calls: usize,
+    /// How calls are decoded (default [`Strategy::MultiStage`]).
+    pub strategy: Strategy,
+    /// Sampling for every generation of the reply (default greedy). `max_tokens` bounds
+    /// each generation (each stage). Stop strings apply to plain text and to unconstrained
+    /// decoding only: a grammar-constrained call is never cut by them.
+    pub params: SamplingParams,
+    /// How many times an invalid reply is retried with feedback (default 0).
+    pub retries: usize,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            choice: ToolChoice::Auto,
+            parallel: false,
+            max_parallel_calls: 4,
+            strategy: Strategy::MultiStage,
+            params: SamplingParams::greedy(),
+            retries: 0,
+        }
+    }
+}
+
+impl CallOptions {
+    /// The most calls a reply may hold: `max_parallel_calls` (at least 1) with `parallel`,
+    /// else 1.
+    pub fn max_calls(&self) -> usize {
+        if self.parallel {
+            self.max_parallel_calls.max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// A decoded reply: validated calls, or plain text.
+#[derive(Clone, Debug)]
+pub struct ToolTurn {
+    /// The calls, in order; each names a tool of the set and its arguments validate.
+    pub calls: Vec<ToolCall>,
+    /// The plain-text reply, when the model called nothing (`auto` or `none`).
+    pub content: Option<String>,
+    /// The reply as the model wrote it (the envelope text for calls): what goes into the
+    /// conversation as the assistant's message.
+    pub text: String,
+    /// How many replies were decoded (1 + the retries used).
+    pub attempts: usize,
+    /// The record of every generation, in order (stages and retries).
+    pub records: Vec<GenerationRecord>,
+}
+
+impl ToolTurn {
+    /// Every call as `T` (validated against `T`'s schemas, then deserialized).
+    ///
+    /// # Errors
+    /// The first call that does not parse, as [`ToolCall::parse`].
+    pub fn parse<T: Tools>(&self) -> Result<Vec<T>, CallError> {
+        self.calls.iter().map(ToolCall::parse).collect()
+    }
+
+    /// The reply as an assistant message, for the conversation.
+    pub fn assistant_message(&self) -> ChatMessage {
+        ChatMessage::assistant(self.text.clone())
+    }
+
+    /// Tokens generated over all the reply's generations.
+    pub fn generated_tokens(&self) -> usize {
+        self.records.iter().map(|r| r.generated_tokens).sum()
+    }
+}
+
+/// Why no valid reply could be decoded.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The model failed (prompt too long for the context, llama.cpp errors, ...).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// [`ToolChoice::Named`] names a tool outside the set.
+    #[error("tool_choice names {0:?}, which is not in the tool set")]
+    UnknownTool(String),
+    /// `required` or a named tool with an empty set.
+    #[error("tool_choice {0} needs at least one tool")]
+    NoTools(ToolChoice),
+    /// A grammar of the tool set does not compile for the model's vocabulary.
+    #[error("the grammar {what} does not compile: {source}")]
+    Grammar {
+        /// Which grammar.
+        what: String,
+        /// The engine's error.
+        source: Box<CompileError>,
+    },
+    /// An [`Envelope`] whose tags are blank.
+    #[error("the envelope's open and close tags must not be blank")]
+    BlankEnvelope,
+    /// The reply is not a valid call (after the retries).
+    #[error("{error} (after {attempts} attempt{})", if *.attempts == 1 { "" } else { "s" })]
+    InvalidCall {
+        /// What is wrong with the last reply.
+        error: CallError,
+        /// The last reply.
+        text: String,
+        /// Replies decoded (1 + retries).
+        attempts: usize,
+        /// The record of every generation.
+        records: Vec<GenerationRecord>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum GrammarKey {
+    Opening(Opening, Vec<String>),
+    Arguments(String),
+    Whole(Opening, Vec<String>, usize),
+}
+
+/// Decodes tool calls for one [`ToolSet`] on sessions of one model: renders the prompt,
+/// runs the [strategy](Strategy), validates, retries. Grammars are compiled on first use
+/// and kept, so their mask caches serve every later call.
+///
+/// ```no_run
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+/// use stencil_runtime::{ChatMessage, Model, ModelOptions, SessionOptions};
+/// use stencil_tools::{CallOptions, Tool, ToolCaller, ToolChoice, ToolSet};
+///
+/// /// Current weather in a city.
+/// #[derive(Tool, JsonSchema, Deserialize)]
+/// struct GetWeather { city: String }
+///
+/// let model = Model::load("smollm2-135m-instruct.q4_1.gguf", &ModelOptions::default())?;
+/// let mut session = model.session(&SessionOptions::default())?;
+/// let caller = ToolCaller::new(&model, ToolSet::from_tools::<GetWeather>()?);
+/// let options = CallOptions { choice: ToolChoice::Required, ..CallOptions::default() };
+/// let turn = caller.call(&mut session, &[ChatMessage::user("Weather in Oslo?")], &options)?;
+/// let weather: Vec<GetWeather> = turn.parse()?;
+/// println!("{}", weather[0].city);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ToolCaller {
+    tools: ToolSet,
+    style: PromptStyle,
+    envelope: Envelope,
+    vocab: Arc<Vocabulary>,
+    grammars: Mutex<HashMap<GrammarKey, Arc<CompiledGrammar>>>,
+}
+
+impl std::fmt::Debug for ToolCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCaller")
+            .field("tools", &self.tools.names().collect::<Vec<_>>())
+            .field("style", &self.style)
+            .field("envelope", &self.envelope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one decoding attempt gave.
+struct Attempt {
+    text: String,
+    result: Result<Reply, CallError>,
+}
+
+impl ToolCaller {
+    /// A caller for `model`: the prompt style is [`PromptStyle::detect`]ed, the envelope
+    /// is the style's default.
+    pub fn new(model: &Model, tools: ToolSet) -> Self {
+        let style = PromptStyle::detect(model);
+        ToolCaller {
+            tools,
+            style,
+            envelope: style.default_envelope(),
+            vocab: model.vocab().clone(),
+            grammars: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Uses `style` (and its default envelope) instead of the detected one.
+    pub fn with_style(mut self, style: PromptStyle) -> Self {
+        self.style = style;
+        self.envelope = style.default_envelope();
+        self.grammars = Mutex::new(HashMap::new());
+        self
+    }
+
+    /// Uses `envelope` for calls.
+    ///
+    /// # Errors
+    /// [`ToolError::BlankEnvelope`] when a tag is blank.
+    pub fn with_envelope(mut self, envelope: Envelope) -> Result<Self, ToolError> {
+        if envelope.open.trim().is_empty() || envelope.close.trim().is_empty() {
+            return Err(ToolError::BlankEnvelope);
+        }
+        self.envelope = envelope;
+        self.grammars = Mutex::new(HashMap::new());
+        Ok(self)
+    }
+
+    /// The tool set.
+    pub fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// The prompt style.
+    pub fn style(&self) -> PromptStyle {
+        self.style
+    }
+
+    /// The envelope calls are written in.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    /// The prompt text for `messages` (tools rendered per the style), as the model sees it.
+    ///
+    /// # Errors
+    /// The chat template's errors.
+    pub fn render(&self, model: &Model, messages: &[ChatMessage], options: &CallOptions) -> Result<String, ToolError> {
+        Ok(render_messages(
+            model,
+            self.style,
+            &self.tools,
+            &self.envelope,
+            messages,
+            &options.choice,
+            options.max_calls(),
+        )?)
+    }
+
+    /// The message giving a tool's result back to the model, in this caller's style
+    /// ([`result_message`]).
+    pub fn result_message(&self, tool: &str, content: &Value) -> ChatMessage {
+        result_message(self.style, tool, content)
+    }
+
+    /// The single grammar of a whole reply for `options` (what [`Strategy::SingleGrammar`]
+    /// decodes with), for inspection (for example printed with
+    /// `stencil_grammar::to_gbnf`).
+    ///
+    /// # Errors
+    /// [`ToolError::UnknownTool`], [`ToolError::NoTools`].
+    pub fn reply_grammar(&self, options: &CallOptions) -> Result<stencil_grammar::Grammar, ToolError> {
+        let (opening, allowed) = self.plan(&options.choice)?;
+        Ok(grammar::whole_reply(&self.tools, &self.envelope, &allowed, opening, options.max_calls()))
+    }
+
+    /// Decodes the assistant's reply to `messages`: calls (validated) or plain text.
+    ///
+    /// # Errors
+    /// [`ToolError::InvalidCall`] when the reply is invalid after the retries (only possible
+    /// with unconstrained decoding, a cut reply, or keywords left to validation);
+    /// [`ToolError::UnknownTool`], [`ToolError::NoTools`] for a tool choice the set cannot
+    /// meet; runtime and grammar errors.
+    pub fn call(
+        &self,
+        session: &mut Session<'_>,
+        messages: &[ChatMessage],
+        options: &CallOptions,
+    ) -> Result<ToolTurn, ToolError> {
+        let (opening, allowed) = self.plan(&options.choice)?;
+        let mut conversation = messages.to_vec();
+        let mut records = Vec::new();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let prompt = self.render(session.model(), &conversation, options)?;
+            let attempt = match options.strategy {
+                Strategy::MultiStage => self.multi_stage(session, &prompt, &allowed, opening, options, &mut records)?,
+                Strategy::SingleGrammar => {
+                    self.single_grammar(session, &prompt, &allowed, opening, options, &mut records)?
+                }
+                Strategy::Unconstrained => self.unconstrained(session, &prompt, options, &mut records)?,
+            };
+            let checked =
+                attempt.result.and_then(|reply| self.check_reply(reply, &options.choice, options.max_calls()));
+            match checked {
+                Ok(Reply::Calls(calls)) => {
+                    return Ok(ToolTurn { calls, content: None, text: attempt.text, attempts, records });
+                }
+                Ok(Reply::Text(content)) => {
+                    return Ok(ToolTurn {
+                        calls: Vec::new(),
+                        content: Some(content),
+                        text: attempt.text,
+                        attempts,
+                        records,
+                    });
+                }
+                Err(error) if attempts <= options.retries => {
+                    conversation.push(ChatMessage::assistant(attempt.text));
+                    conversation.push(ChatMessage::user(error.feedback()));
+                }
+                Err(error) => return Err(ToolError::InvalidCall { error, text: attempt.text, attempts, records }),
+            }
+        }
+    }
+
+    /// What the first stage allows, and the tool names allowed.
+    fn plan(&self, choice: &ToolChoice) -> Result<(Opening, Vec<&str>), ToolError> {
+        let all: Vec<&str> = self.tools.names().collect();
+        Ok(match choice {
+            ToolChoice::None => (Opening::Text, all),
+            ToolChoice::Auto if all.is_empty() => (Opening::Text, all),
+            ToolChoice::Auto => (Opening::CallOrText, all),
+            ToolChoice::Required if all.is_empty() => return Err(ToolError::NoTools(choice.clone())),
+            ToolChoice::Required => (Opening::Call, all),
+            ToolChoice::Named(name) => match all.iter().find(|n| *n == name) {
+                Some(n) => (Opening::Call, vec![*n]),
+                None => return Err(ToolError::UnknownTool(name.clone())),
+            },
+        })
+    }
+
+    /// Checks names and arguments against the set, and the reply against the choice.
+    fn check_reply(&self, reply: Reply, choice: &ToolChoice, max_calls: usize) -> Result<Reply, CallError> {
+        let calls = match reply {
+            Reply::Text(_) if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) => {
+                return Err(CallError::NoCall);
+            }
+            Reply::Text(text) => return Ok(Reply::Text(text)),
+            Reply::Calls(calls) => calls,
+        };
+        for call in &calls {
+            self.tools.check(call)?;
+            let allowed = match choice {
+                ToolChoice::None => false,
+                ToolChoice::Named(name) => call.name == *name,
+                ToolChoice::Auto | ToolChoice::Required => true,
+            };
+            if !allowed {
+                return Err(CallError::NotAllowed { name: call.name.clone(), choice: choice.to_string() });
+            }
+        }
+        if calls.len() > max_calls {
+            return Err(CallError::TooManyCalls { count: calls.len(), max: max_calls });
+        }
+        Ok(Reply::Calls(calls))
+    }
+
+    fn compiled(
+        &self,
+        key: GrammarKey,
+        build: impl FnOnce() -> stencil_grammar::Grammar,
+    ) -> Result<Arc<CompiledGrammar>, ToolError> {
+        let mut cache = self.grammars.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(g) = cache.get(&key) {
+            return Ok(g.clone());
+        }
+        let compiled = CompiledGrammar::new(&build(), self.vocab.clone())
+            .map_err(|e| ToolError::Grammar { what: format!("{key:?}"), source: Box::new(e) })?;
+        cache.insert(key, compiled.clone());
+        Ok(compiled)
+    }
+
+    fn opening_grammar(&self, opening: Opening, allowed: &[&str]) -> Result<Arc<CompiledGrammar>, ToolError> {
+        let key = GrammarKey::Opening(opening, allowed.iter().map(|s| s.to_string()).collect());
+        self.compiled(key, || grammar::opening(&self.envelope, allowed, opening))
+    }
+
+    fn arguments_grammar(&self, name: &str) -> Result<Arc<CompiledGrammar>, ToolError> {
+        let entry = self.tools.entry_named(name).ok_or_else(|| ToolError::UnknownTool(name.to_string()))?;
+        self.compiled(GrammarKey::Arguments(name.to_string()), || entry.grammar.clone())
+    }
+
+    fn multi_stage(
+        &self,
+        session: &mut Session<'_>,
+        prompt: &str,
+        allowed: &[&str],
+        opening: Opening,
+        options: &CallOptions,
+        records: &mut Vec<GenerationRecord>,
+    ) -> Result<Attempt, ToolError> {
+        let call_params = without_stops(&options.params);
+        let mut text = String::new();
+        // Stage 1: plain text or the first call's name.
+        let mut name = if opening == Opening::Call && allowed.len() == 1 {
+            // Nothing to choose: the head and the name are written, not decoded.
+            text.push_str(&self.envelope.head(true));
+            text.push_str(allowed[0]);
+            text.push('"');
+            allowed[0].to_string()
+        } else {
+            let params = if opening == Opening::Call { &call_params } else { &options.params };
+            let g = self.opening_grammar(opening, allowed)?;
+            let out = generate(session, format!("{prompt}{text}"), g, "tool-name", params, records)?;
+            let head = self.envelope.head(true);
+            match out.text.strip_prefix(&head) {
+                Some(rest) if !cut(&out) => {
+                    text.push_str(&out.text);
+                    rest.trim_end_matches('"').to_string()
+                }
+                Some(_) => return Ok(truncated(out.text, "in the tool name")),
+                None if opening == Opening::Call || (cut(&out) && head.starts_with(out.text.trim_start())) => {
+                    return Ok(truncated(out.text, "before the tool name"));
+                }
+                None => {
+                    let content = out.text.trim().to_string();
+                    return Ok(Attempt { text: out.text, result: Ok(Reply::Text(content)) });
+                }
+            }
+        };
+        let mut calls = Vec::new();
+        loop {
+            // Stage 2: the arguments of `name`.
+            text.push_str(CONNECTOR);
+            let g = self.arguments_grammar(&name)?;
+            let out = generate(session, format!("{prompt}{text}"), g, "tool-arguments", &call_params, records)?;
+            if cut(&out) {
+                text.push_str(&out.text);
+                return Ok(truncated(text, &format!("in the arguments of {name:?}")));
+            }
+            let args_text = out.text.trim();
+            let arguments: Value = match serde_json::from_str(args_text) {
+                Ok(v) => v,
+                Err(e) => {
+                    text.push_str(&out.text);
+                    let reason = format!("the arguments of {name:?} are not JSON ({e}): an engine bug");
+                    return Ok(Attempt { text, result: Err(CallError::Malformed { reason }) });
+                }
+            };
+            text.push_str(args_text);
+            text.push_str(&self.envelope.tail());
+            calls.push(ToolCall { name: name.clone(), arguments });
+            if calls.len() >= options.max_calls() {
+                break;
+            }
+            // Stage 1 again: another call, or the end of the reply.
+            let g = self.opening_grammar(Opening::NextCallOrEnd, allowed)?;
+            let out = generate(session, format!("{prompt}{text}"), g, "tool-name", &call_params, records)?;
+            if out.text.is_empty() && !cut(&out) {
+                break;
+            }
+            match out.text.strip_prefix(&self.envelope.head(false)) {
+                Some(rest) if !cut(&out) => {
+                    name = rest.trim_end_matches('"').to_string();
+                    text.push_str(&out.text);
+                }
+                _ => {
+                    text.push_str(&out.text);
+                    return Ok(truncated(text, "in the next call's name"));
+                }
+            }
+        }
+        Ok(Attempt { text, result: Ok(Reply::Calls(calls)) })
+    }
+
+    fn single_grammar(
+        &self,
+        session: &mut Session<'_>,
+        prompt: &str,
+        allowed: &[&str],
+        opening: Opening,
+        options: &CallOptions,
+        records: &mut Vec<GenerationRecord>,
+    ) -> Result<Attempt, ToolError> {
+        let max_calls = options.max_calls();
+        let key = GrammarKey::Whole(opening, allowed.iter().map(|s| s.to_string()).collect(), max_calls);
+        let g =
+            self.compiled(key, || grammar::whole_reply(&self.tools, &self.envelope, allowed, opening, max_calls))?;
+        let params = if opening == Opening::Text { options.params.clone() } else { without_stops(&options.params) };
+        let out = generate(session, prompt.to_string(), g, "tool-reply", &params, records)?;
+        Ok(self.read_reply(out))
+    }
+
+    fn unconstrained(
+        &self,
+        session: &mut Session<'_>,
+        prompt: &str,
+        options: &CallOptions,
+        records: &mut Vec<GenerationRecord>,
+    ) -> Result<Attempt, ToolError> {
+        let request = GenerateRequest::new(Prompt::Text(prompt.to_string())).with_params(options.params.clone());
+        let out = session.generate(&request, |_| {})?;
+        records.push(out.record.clone());
+        Ok(self.read_reply(out))
+    }
+
+    /// Reads a whole reply; a call cut by the token budget is [`CallError::Truncated`].
+    fn read_reply(&self, out: Generation) -> Attempt {
+        let opens_call = out.text.trim_start().starts_with(self.envelope.open.trim());
+        if opens_call && cut(&out) {
+            return truncated(out.text, "in a call");
+        }
+        let result = self.envelope.parse(&out.text);
+        Attempt { text: out.text, result }
+    }
+}
+
+/// One constrained generation on the text prompt `prompt`.
+fn generate(
+    session: &mut Session<'_>,
+    prompt: String,
+    grammar: Arc<CompiledGrammar>,
+    label: &str,
+    params: &SamplingParams,
+    records: &mut Vec<GenerationRecord>,
+) -> Result<Generation, ToolError> {
+    let request = GenerateRequest::new(Prompt::Text(prompt)).with_grammar(grammar, label).with_params(params.clone());
+    let out = session.generate(&request, |_| {})?;
+    records.push(out.record.clone());
+    Ok(out)
+}
+
+/// Whether the generation stopped before its grammar (or the model) ended it.
+fn cut(out: &Generation) -> bool {
+    matches!(out.stop_reason, StopReason::Length | StopReason::ContextFull | StopReason::Stop(_))
+}
+
+fn truncated(text: String, where_: &str) -> Attempt {
+    Attempt { text, result: Err(CallError::Truncated(where_.to_string())) }
+}
+
+fn without_stops(params: &SamplingParams) -> SamplingParams {
+    SamplingParams { stop: Vec::new(), ..params.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_parse_and_print() {
+        for s in [Strategy::MultiStage, Strategy::SingleGrammar, Strategy::Unconstrained] {
+            assert_eq!(s.to_string().parse::<Strategy>(), Ok(s));
+        }
+        assert!("fast".parse::<Strategy>().is_err());
+    }
+}
