@@ -546,7 +546,7 @@ fn validate_exits_2_on_unreadable_input_and_says_where() {
     let out = stdout(&o);
     assert!(out.contains(&format!("{}:4: at /role: `enum`", broken.display())), "{out}");
     assert!(
-        out.trim_end().ends_with("2 records in 1 file: 1 valid, 1 invalid, 1 not readable as JSON (see stderr)"),
+        out.trim_end().ends_with("2 records in 1 file: 1 valid, 1 invalid, 1 unreadable (see stderr)"),
         "{out}"
     );
 

@@ -120,7 +120,7 @@ fn assert_bad(o: &Output, place: &str, message: &str) {
     assert_eq!(code(o), 2, "{}", show(o));
     let expected = format!("error: {place}: {message}");
     assert!(stderr(o).contains(&expected), "no {expected:?} in\n{}", show(o));
-    assert!(stdout(o).contains("not readable as JSON (see stderr)"), "{}", show(o));
+    assert!(stdout(o).contains("unreadable (see stderr)"), "{}", show(o));
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn a_truncated_last_line_is_bad_input_and_the_lines_before_are_checked() {
     let f = fx("broken/truncated.jsonl");
     let o = validate([&f]);
     assert_bad(&o, &format!("{}:2", d(&f)), "truncated record: the file ends in the middle of this line");
-    assert_eq!(stdout(&o), "1 record in 1 file: 1 valid, 0 invalid, 1 not readable as JSON (see stderr)\n");
+    assert_eq!(stdout(&o), "1 record in 1 file: 1 valid, 0 invalid, 1 unreadable (see stderr)\n");
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn lines_that_are_not_json_are_bad_input_and_the_others_still_checked() {
     assert_bad(&o, &format!("{}:2", d(&f)), "not JSON: expected ident at column 2");
     assert_bad(&o, &format!("{}:3", d(&f)), "not JSON: trailing comma at column 16");
     assert!(stdout(&o).contains(&format!("{}:4: at /role: `enum`", d(&f))), "{}", show(&o));
-    assert!(stdout(&o).ends_with("2 records in 1 file: 1 valid, 1 invalid, 2 not readable as JSON (see stderr)\n"));
+    assert!(stdout(&o).ends_with("2 records in 1 file: 1 valid, 1 invalid, 2 unreadable (see stderr)\n"));
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn missing_files_and_directories_without_json_are_bad_input() {
     let missing = fx("missing.jsonl");
     let o = validate([&missing, &fx("good/ada.json")]);
     assert_bad(&o, &d(&missing), "cannot read file: ");
-    assert!(stdout(&o).ends_with("1 record in 2 files: 1 valid, 0 invalid, 1 not readable as JSON (see stderr)\n"));
+    assert!(stdout(&o).ends_with("1 record in 2 files: 1 valid, 0 invalid, 1 unreadable (see stderr)\n"));
     let dir = fx("no-json");
     assert_bad(&validate([&dir]), &d(&dir), "directory holds no .json, .jsonl or .ndjson file");
 }
@@ -256,7 +256,7 @@ fn the_json_report_is_one_object_with_records_files_and_summary() {
         serde_json::json!({"files": 3, "records": 6, "valid": 1, "invalid": 5, "unreadable": 1, "ok": false, "exit_code": 2})
     );
     // The summary line goes to stderr for the CI log.
-    assert_eq!(stderr(&o), "6 records in 3 files: 1 valid, 5 invalid, 1 not readable as JSON\n");
+    assert_eq!(stderr(&o), "6 records in 3 files: 1 valid, 5 invalid, 1 unreadable\n");
 }
 
 // --------------------------------------------------------------------------- junit
@@ -316,7 +316,7 @@ fn the_junit_report_has_a_suite_per_file_and_a_case_per_record() {
     let error = truncated.first_element_child().unwrap();
     assert!(error.attribute("message").unwrap().starts_with("truncated record"), "{xml}");
 
-    assert!(stderr(&o).ends_with("not readable as JSON\n"), "{}", show(&o));
+    assert!(stderr(&o).ends_with("unreadable\n"), "{}", show(&o));
 }
 
 #[test]

@@ -61,7 +61,9 @@ impl Default for ParseOptions {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GbnfError {
     /// The text does not follow GBNF's syntax; `expected` names what could come next.
-    Syntax { line: usize, col: usize, expected: Vec<String>, snippet: String },
+    /// `at_end`: the grammar ended too early (an unclosed `(`, `[` or `"`); the place is
+    /// then just after its last non-blank character.
+    Syntax { line: usize, col: usize, expected: Vec<String>, snippet: String, at_end: bool },
     /// An escape llama.cpp does not know (`\q`), or `\x`, `\u`, `\U` without 2, 4 or 8 hex
     /// digits. `escape` is the text of the escape.
     InvalidEscape { line: usize, col: usize, escape: String, snippet: String },
@@ -132,7 +134,10 @@ impl GbnfError {
     fn message(&self) -> (String, String) {
         use GbnfError::*;
         match self {
-            Syntax { expected, .. } => ("syntax error".into(), format!("expected {}", join_or(expected))),
+            Syntax { expected, at_end, .. } => (
+                if *at_end { "unexpected end of grammar" } else { "syntax error" }.into(),
+                format!("expected {}", join_or(expected)),
+            ),
             InvalidEscape { escape, .. } => (
                 format!("invalid escape `{escape}`"),
                 r#"expected \xHH, \uHHHH, \UHHHHHHHH, \t, \n, \r, \\, \", \[, \] or \-"#.into(),
@@ -319,10 +324,15 @@ fn check_paren_depth(src: &str, limit: usize) -> Result<(), GbnfError> {
 }
 
 fn syntax_error(src: &str, e: pest::error::Error<Rule>, options: &ParseOptions) -> GbnfError {
-    let offset = match e.location {
+    let mut offset = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((p, _)) => p,
     };
+    // Nothing but blanks left: point after the last character rather than past them.
+    let at_end = src.get(offset..).is_some_and(|rest| rest.trim().is_empty());
+    if at_end {
+        offset = offset.min(src.trim_end().len());
+    }
     let (line, col, snippet) = locate(src, offset);
     let positives = match e.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => positives,
@@ -331,7 +341,7 @@ fn syntax_error(src: &str, e: pest::error::Error<Rule>, options: &ParseOptions) 
             return GbnfError::NestingTooDeep { limit: options.max_nesting, line, col, snippet }
         }
     };
-    GbnfError::Syntax { line, col, expected: expected_names(&positives), snippet }
+    GbnfError::Syntax { line, col, expected: expected_names(&positives), snippet, at_end }
 }
 
 /// Readable names for what pest expected, in a fixed order, with the six kinds of item

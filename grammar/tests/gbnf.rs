@@ -306,6 +306,13 @@ fn rejected_grammars() {
     assert_eq!(err("# nothing\n"), MissingRoot { root: "root".into() });
     // Syntax errors come before undefined rules, undefined rules before a missing root.
     assert!(matches!(err("x ::= y\nz ::= \"a"), Syntax { line: 2, .. }));
+    // An unclosed group or class is reported just after the grammar's last character,
+    // not on the blank line after it.
+    assert!(matches!(err("root ::= [a-z\n"), Syntax { line: 1, col: 14, at_end: true, .. }));
+    let e = err("root ::= (\"a\" | \"b\"\n\n  \n");
+    assert!(matches!(e, Syntax { line: 1, col: 20, at_end: true, .. }), "{e:?}");
+    assert!(e.to_string().starts_with("unexpected end of grammar at line 1, column 20\n"), "{e}");
+    assert!(matches!(err("root ::= \"a\"\n| \"b\""), Syntax { at_end: false, .. }));
     assert!(matches!(err("x ::= y"), UndefinedRule { .. }));
     let big = ParseOptions { max_source_bytes: 10, ..ParseOptions::default() };
     assert_eq!(parse_gbnf_with("root ::= \"abc\"", &big), Err(SourceTooLarge { size: 14, limit: 10 }));
@@ -353,13 +360,16 @@ fn display(src: &str) -> String {
 fn error_snapshots() {
     assert_eq!(
         display("root ::= (\"a\" | \"b\"\n"),
-        "syntax error at line 2, column 1\n\n^ expected an item, a quantifier, `|` or `)`"
+        "unexpected end of grammar at line 1, column 20\nroot ::= (\"a\" | \"b\"\n                   ^ expected an item, a quantifier, `|` or `)`"
     );
     assert_eq!(
         display("root ::= (\"a\" | \"b\" x ::= \"c\""),
         "syntax error at line 1, column 23\nroot ::= (\"a\" | \"b\" x ::= \"c\"\n                      ^ expected an item, a quantifier, `|` or `)`"
     );
-    assert_eq!(display("root ::= \"abc\n"), "syntax error at line 2, column 1\n\n^ expected `\"`");
+    assert_eq!(
+        display("root ::= \"abc\n"),
+        "unexpected end of grammar at line 1, column 14\nroot ::= \"abc\n             ^ expected `\"`"
+    );
     assert_eq!(
         display("root ::= \"a\"\n  | \"b\""),
         "syntax error at line 2, column 3\n  | \"b\"\n  ^ expected a rule name or the end of the input"

@@ -33,7 +33,11 @@ pub(crate) fn compute(
     state: u32,
     scratch: &mut Scratch,
 ) -> Result<StateMasks, LimitKind> {
-    let (mut chart, _) = Chart::new(a, &[Item { state, origin: NO_ORIGIN }], scratch);
+    let (mut chart, info) = Chart::new(a, &[Item { state, origin: NO_ORIGIN }], scratch);
+    if info.overflow {
+        // A truncated first set would silently drop tokens.
+        return Err(scratch.overflow_kind());
+    }
     let follow = &a.follow[a.state_rule[state as usize] as usize];
     let mut accepted: Vec<u32> = Vec::new();
     let mut uncertain: Vec<(u32, u32)> = Vec::new(); // (token, escape depth)
@@ -51,7 +55,7 @@ pub(crate) fn compute(
             chart.truncate(depth);
             let info = chart.scan_byte(a, node.byte, scratch);
             if info.overflow {
-                return Err(LimitKind::ItemsPerStep);
+                return Err(scratch.overflow_kind());
             }
             (!chart.last().is_empty(), info.escaped)
         } else {

@@ -11,10 +11,13 @@
 
 use crate::automaton::{Automaton, StampSet, DEAD};
 
+/// Sets up to this size are searched for duplicates by a scan; larger ones get an index.
+const SCAN_MAX: usize = 32;
+
 /// Origin of an item whose callers are unknown.
 pub(crate) const NO_ORIGIN: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Item {
     pub state: u32,
     pub origin: u32,
@@ -183,14 +186,41 @@ impl Chart {
     #[inline]
     fn add(&mut self, it: Item, scratch: &mut Scratch, info: &mut StepInfo) {
         let k = self.ends.len() - 1;
-        if scratch.seen.insert(it.state) || !self.set(k).contains(&it) {
-            if self.items.len() - self.set_start(k) >= scratch.max_items {
-                info.overflow = true;
-                return;
-            }
-            self.items.push(it);
-            self.ends[k] += 1;
+        scratch.work += 1;
+        if scratch.work > scratch.max_work {
+            info.overflow = true;
+            return;
         }
+        // A state met for the first time in this set cannot be a duplicate.
+        if !scratch.seen.insert(it.state) && self.last_set_contains(it, scratch) {
+            return;
+        }
+        if self.items.len() - self.set_start(k) >= scratch.max_items {
+            info.overflow = true;
+            return;
+        }
+        self.items.push(it);
+        self.ends[k] += 1;
+        if scratch.indexed {
+            scratch.index.insert(it);
+        }
+    }
+
+    /// Whether the last set holds `it`: a scan while the set is small, then a hash index
+    /// built once per set (ambiguous grammars make sets of thousands of items, which a
+    /// scan per addition would make quadratic).
+    fn last_set_contains(&self, it: Item, scratch: &mut Scratch) -> bool {
+        let set = self.last();
+        if !scratch.indexed {
+            scratch.work += set.len() as u64;
+            if set.len() <= SCAN_MAX {
+                return set.contains(&it);
+            }
+            scratch.index.clear();
+            scratch.index.extend(set.iter().copied());
+            scratch.indexed = true;
+        }
+        scratch.index.contains(&it)
     }
 
     /// Predicts and completes from `items[from..]` until the last set is closed.
@@ -226,6 +256,7 @@ impl Chart {
     /// Advances the items of set `origin` that wait on `rule`.
     fn complete(&mut self, a: &Automaton, rule: u32, origin: usize, scratch: &mut Scratch, info: &mut StepInfo) {
         let (lo, hi) = (self.set_start(origin), self.ends[origin] as usize);
+        scratch.work += (hi - lo) as u64;
         for j in lo..hi {
             let parent = self.items[j];
             for &(r, t) in &a.calls[parent.state as usize] {
@@ -237,18 +268,41 @@ impl Chart {
     }
 }
 
-/// Reusable per-thread buffers for stepping.
+/// Reusable per-thread buffers for stepping, and the work counter of the current mask or
+/// accept computation (items added or examined, mask-cache fills included).
 pub(crate) struct Scratch {
     pub seen: StampSet,
     pub max_items: usize,
+    pub work: u64,
+    pub max_work: u64,
+    /// The items of the set being built, once it outgrew [`SCAN_MAX`] (`indexed`).
+    index: rustc_hash::FxHashSet<Item>,
+    indexed: bool,
 }
 
 impl Scratch {
-    pub fn new(n_states: usize, max_items: usize) -> Self {
-        Scratch { seen: StampSet::new(n_states), max_items }
+    pub fn new(n_states: usize, max_items: usize, max_work: u64) -> Self {
+        Scratch {
+            seen: StampSet::new(n_states),
+            max_items,
+            work: 0,
+            max_work,
+            index: Default::default(),
+            indexed: false,
+        }
+    }
+
+    /// Which limit an overflowing step hit.
+    pub fn overflow_kind(&self) -> crate::limits::LimitKind {
+        if self.work > self.max_work {
+            crate::limits::LimitKind::StepWork
+        } else {
+            crate::limits::LimitKind::ItemsPerStep
+        }
     }
 
     fn begin(&mut self, _set: usize) {
         self.seen.clear();
+        self.indexed = false;
     }
 }

@@ -12,7 +12,7 @@ pub enum CompileError {
     BadRegex { rule: String, pattern: String, message: String },
     #[error("rule `{rule}`: regular expression {pattern:?} uses {feature}, which a token mask cannot enforce")]
     UnsupportedRegex { rule: String, pattern: String, feature: String },
-    #[error("rule `{rule}`: token <{text}> is not a single token of the vocabulary")]
+    #[error("rule `{rule}`: token {text} is not a single token of the vocabulary")]
     UnknownTokenText { rule: String, text: String },
     #[error("rule `{rule}`: token id {id} is outside the vocabulary of {len} tokens")]
     TokenIdOutOfRange { rule: String, id: u32, len: usize },

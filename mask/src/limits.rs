@@ -1,7 +1,10 @@
 //! Resource limits: every one is a named, configurable setting with a sane default, and
-//! exceeding one is a typed error ([`crate::CompileError::LimitExceeded`]) naming it.
+//! exceeding one is a typed error ([`crate::CompileError::LimitExceeded`] naming the limit
+//! and the rule, or [`crate::MatchError::LimitExceeded`]) — never a hang, an abort or
+//! unbounded memory. `LIMITS.md` at the repository root lists them all, with the parser's
+//! and the schema compiler's.
 
-/// Bounds on the work and memory that compiling a grammar may take.
+/// Bounds on the work and memory that compiling a grammar, and each matcher step, may take.
 ///
 /// ```
 /// let limits = stencil_mask::Limits { max_automaton_states: 10_000, ..Default::default() };
@@ -9,15 +12,30 @@
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Thompson-automaton states over all rules (bounds `{m,n}` expansion).
+    /// Thompson-automaton states over all rules (bounds `{m,n}` expansion). Default
+    /// 2,000,000 (about 100 MB while compiling). A repetition whose expansion is sure to
+    /// exceed it fails before anything is built.
     pub max_nfa_states: usize,
-    /// Deterministic automaton states over all rules.
+    /// Deterministic automaton states over all rules. Default 500,000.
     pub max_automaton_states: usize,
-    /// Depth of rule inlining and expression nesting during compilation.
+    /// Bytes of the compiled automaton's tables (transitions, and the prediction closures
+    /// that can grow quadratically with a rule's size). Default 256 MiB.
+    pub max_automaton_bytes: usize,
+    /// The largest bounded repetition count `n` of `{m,n}` (and `m` of `{m,}`). Default
+    /// 100,000; counts are expanded into automaton states, so larger ones are refused
+    /// before any work.
+    pub max_repetition: u32,
+    /// Depth of rule inlining and expression nesting during compilation. Default 512.
     pub max_expression_depth: usize,
-    /// Earley items one byte step may create before the step is abandoned with an error.
+    /// Earley items one byte step may create before the step is abandoned with an error:
+    /// the bound on the work of one mask or accept step. Default 200,000.
     pub max_items_per_step: usize,
-    /// Wall-clock time `CompiledGrammar::new` may take.
+    /// Parser work (items added or examined) that one mask, accept or forced-bytes
+    /// computation may do, filling the mask cache for the states it meets included: the
+    /// bound on a step of a highly ambiguous grammar, whose sets stay under
+    /// `max_items_per_step` but whose steps are many. Default 100,000,000 (about a second).
+    pub max_step_work: u64,
+    /// Wall-clock time `CompiledGrammar::new` may take. Default 10 s.
     pub max_compile_time: std::time::Duration,
 }
 
@@ -26,20 +44,26 @@ impl Default for Limits {
         Limits {
             max_nfa_states: 2_000_000,
             max_automaton_states: 500_000,
+            max_automaton_bytes: 256 << 20,
+            max_repetition: 100_000,
             max_expression_depth: 512,
             max_items_per_step: 200_000,
+            max_step_work: 100_000_000,
             max_compile_time: std::time::Duration::from_secs(10),
         }
     }
 }
 
-/// Which limit was hit (see [`Limits`]).
+/// Which limit was hit (see [`Limits`]); it displays as the field's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitKind {
     NfaStates,
     AutomatonStates,
+    AutomatonMemory,
+    Repetition,
     ExpressionDepth,
     ItemsPerStep,
+    StepWork,
     CompileTime,
 }
 
@@ -48,8 +72,11 @@ impl std::fmt::Display for LimitKind {
         f.write_str(match self {
             LimitKind::NfaStates => "max_nfa_states",
             LimitKind::AutomatonStates => "max_automaton_states",
+            LimitKind::AutomatonMemory => "max_automaton_bytes",
+            LimitKind::Repetition => "max_repetition",
             LimitKind::ExpressionDepth => "max_expression_depth",
             LimitKind::ItemsPerStep => "max_items_per_step",
+            LimitKind::StepWork => "max_step_work",
             LimitKind::CompileTime => "max_compile_time",
         })
     }

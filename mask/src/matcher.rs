@@ -88,12 +88,21 @@ impl CompiledGrammar {
     }
 
     fn new_scratch(&self) -> Scratch {
-        Scratch::new(self.automaton.n_states(), self.limits.max_items_per_step)
+        Scratch::new(self.automaton.n_states(), self.limits.max_items_per_step, self.limits.max_step_work)
     }
 
     fn state_masks(&self, state: u32, scratch: &mut Scratch) -> Result<&StateMasks, MatchError> {
-        let entry = self.cache[state as usize]
-            .get_or_init(|| cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch));
+        let cell = &self.cache[state as usize];
+        if cell.get().is_none() {
+            match cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch) {
+                // The step's work budget ran out (partly spent before this entry): not a
+                // property of the state, so not cached.
+                Err(LimitKind::StepWork) => return Err(MatchError::LimitExceeded { limit: LimitKind::StepWork }),
+                // Another thread may have filled it meanwhile, with the same value.
+                r => drop(cell.set(r)),
+            }
+        }
+        let entry = cell.get().expect("filled above");
         entry.as_ref().map_err(|&limit| MatchError::LimitExceeded { limit })
     }
 
@@ -102,6 +111,7 @@ impl CompiledGrammar {
         (0..self.automaton.n_states() as u32).into_par_iter().for_each_init(
             || self.new_scratch(),
             |scratch, s| {
+                scratch.work = 0;
                 let _ = self.state_masks(s, scratch);
             },
         );
@@ -123,6 +133,9 @@ pub struct Matcher {
     steps: Vec<TokenStep>,
     ended: bool,
     scratch: Option<Scratch>,
+    /// A limit hit while building the first item set: every mask and accept reports it
+    /// (the set would otherwise be silently truncated).
+    start_error: Option<LimitKind>,
 }
 
 impl Clone for Matcher {
@@ -134,12 +147,13 @@ impl Clone for Matcher {
 impl Matcher {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let mut scratch = grammar.new_scratch();
-        let (chart, _) = Chart::new(
+        let (chart, info) = Chart::new(
             &grammar.automaton,
             &[Item { state: grammar.automaton.start_state, origin: NO_ORIGIN }],
             &mut scratch,
         );
-        Matcher { grammar, chart, steps: Vec::new(), ended: false, scratch: Some(scratch) }
+        let start_error = info.overflow.then(|| scratch.overflow_kind());
+        Matcher { grammar, chart, steps: Vec::new(), ended: false, scratch: Some(scratch), start_error }
     }
 
     /// An independent copy in the same state (for beams and speculation).
@@ -150,6 +164,7 @@ impl Matcher {
             steps: self.steps.clone(),
             ended: self.ended,
             scratch: None,
+            start_error: self.start_error,
         }
     }
 
@@ -198,10 +213,14 @@ impl Matcher {
     }
 
     fn fill_mask_with(&mut self, mask: &mut [u32], scratch: &mut Scratch) -> Result<(), MatchError> {
+        if let Some(limit) = self.start_error {
+            return Err(MatchError::LimitExceeded { limit });
+        }
         if self.ended {
             mask.fill(0);
             return Ok(());
         }
+        scratch.work = 0;
         let g = self.grammar.clone();
         let a = &g.automaton;
         let cur = (self.chart.len() - 1) as u32;
@@ -280,7 +299,7 @@ impl Matcher {
         let info = self.chart.push_set(a, callers, scratch);
         let mut result = Ok(());
         if info.overflow {
-            result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+            result = Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
         }
         let mut next_bytes: Vec<[u64; 4]> = vec![self.chart.next_bytes(a)];
         let mut i = 1;
@@ -294,7 +313,7 @@ impl Matcher {
             self.chart.truncate(base + depth);
             let info = self.chart.scan_byte(a, node.byte, scratch);
             if info.overflow {
-                result = Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+                result = Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
             } else if self.chart.last().is_empty() {
                 i = node.subtree_end as usize;
             } else {
@@ -311,6 +330,9 @@ impl Matcher {
     /// Accepts `token`; an error (and no change) when the grammar does not allow it.
     pub fn accept_token(&mut self, token: u32) -> Result<(), MatchError> {
         let g = self.grammar.clone();
+        if let Some(limit) = self.start_error {
+            return Err(MatchError::LimitExceeded { limit });
+        }
         if self.ended {
             return Err(MatchError::AlreadyEnded);
         }
@@ -342,11 +364,12 @@ impl Matcher {
         let a = &g.automaton;
         let from = self.chart.len() - 1;
         let mut rejected_at = None;
+        scratch.work = 0;
         if g.vocab.is_text(token) {
             for (k, &b) in g.vocab.token_bytes(token).iter().enumerate() {
                 let info = self.chart.scan_byte(a, b, scratch);
                 if info.overflow {
-                    return Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+                    return Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
                 }
                 if rejected_at.is_none() && self.chart.last().is_empty() {
                     rejected_at = Some(k);
@@ -358,7 +381,7 @@ impl Matcher {
         if !a.terminals.is_empty() {
             let (_, info) = self.chart.merge_token_step(a, from, token, g.vocab.is_eos(token), scratch);
             if info.overflow {
-                return Err(MatchError::LimitExceeded { limit: LimitKind::ItemsPerStep });
+                return Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
             }
         }
         if self.chart.last().is_empty() {
@@ -391,13 +414,14 @@ impl Matcher {
     /// continue with starts with them.
     pub fn forced_bytes(&mut self, limit: usize) -> Vec<u8> {
         let mut out = Vec::new();
-        if self.ended {
+        if self.ended || self.start_error.is_some() {
             return out;
         }
         let g = self.grammar.clone();
         let a = &g.automaton;
         let base = self.chart.len();
         let mut scratch = self.take_scratch();
+        scratch.work = 0;
         while out.len() < limit {
             let set = self.chart.last();
             if set.iter().any(|it| it.state == a.accept_state || !a.token_edges[it.state as usize].is_empty()) {
@@ -477,6 +501,7 @@ impl Matcher {
         let g = self.grammar.clone();
         let base = self.chart.len();
         let mut scratch = self.take_scratch();
+        scratch.work = 0;
         for &b in bytes {
             self.chart.scan_byte(&g.automaton, b, &mut scratch);
         }

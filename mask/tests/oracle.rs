@@ -9,7 +9,7 @@ use std::sync::Arc;
 use stencil_grammar::random::{random_grammar, random_string_in, RandomGrammarConfig};
 use stencil_grammar::reference::Recognizer;
 use stencil_grammar::Grammar;
-use stencil_mask::{bitmask, CompiledGrammar, Matcher, TokenKind, Vocabulary};
+use stencil_mask::{bitmask, CompiledGrammar, Limits, Matcher, TokenKind, Vocabulary};
 
 /// A small vocabulary over `alphabet`: EOS, every single byte, pairs and triples drawn
 /// from a seed, and multi-byte UTF-8 pieces (whole and split characters).
@@ -69,8 +69,15 @@ fn engine_mask(m: &mut Matcher) -> Vec<u32> {
 
 /// Random walk of `steps` tokens, comparing masks at every step.
 fn check_walk(g: &Grammar, vocab: Arc<Vocabulary>, seed: u64, steps: usize) -> Result<(), TestCaseError> {
+    // Correctness, not limits, is under test here: the step-work budget is lifted
+    // (`bad_inputs.rs` tests the limits).
+    let limits = Limits { max_step_work: u64::MAX, ..Limits::default() };
+    walk_with_limits(g, vocab, seed, steps, limits)
+}
+
+fn walk_with_limits(g: &Grammar, vocab: Arc<Vocabulary>, seed: u64, steps: usize, limits: Limits) -> Result<(), TestCaseError> {
     let r = Recognizer::new(g).unwrap();
-    let compiled = CompiledGrammar::new(g, vocab.clone()).unwrap();
+    let compiled = CompiledGrammar::with_limits(g, vocab.clone(), limits).unwrap();
     let mut m = Matcher::new(compiled);
     let mut text: Vec<u8> = Vec::new();
     let mut lens: Vec<usize> = Vec::new();
@@ -162,6 +169,18 @@ fn regression_seeds() {
         if let Err(e) = check_walk(&g, small_vocab(&cfg.alphabet, 0), seed, 12) {
             panic!("seed {seed}: {e}");
         }
+    }
+}
+
+/// A highly ambiguous random grammar whose item sets grow to thousands of items: it once
+/// ran out of the default step-work budget (duplicate checks scanned whole sets).
+#[test]
+fn ambiguous_walk_within_default_limits() {
+    let (seed, vseed) = (13100142399777579312u64, 1463332718880969676u64);
+    let cfg = config(true, true);
+    let g = random_grammar(seed, &cfg);
+    if let Err(e) = walk_with_limits(&g, small_vocab(&cfg.alphabet, vseed), seed, 12, Limits::default()) {
+        panic!("{e}");
     }
 }
 

@@ -4,7 +4,7 @@
 //! emitted as grammar. One rule per distinct conjunction, so recursion closes on itself.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use regex_syntax::hir::{Hir, HirKind, Repetition};
 use serde_json::{Map, Value};
@@ -31,9 +31,6 @@ const T_ARR: u8 = 32;
 const T_OBJ: u8 = 64;
 const T_ALL: u8 = 127;
 
-const MAX_BRANCHES: usize = 256;
-const MAX_RULES: usize = 200_000;
-const TIME_LIMIT: Duration = Duration::from_secs(10);
 
 fn type_bits(name: &str) -> Option<u8> {
     Some(match name {
@@ -138,6 +135,8 @@ pub(crate) struct Ctx<'o> {
     start: Instant,
     validators: HashMap<Sid, Option<jsonschema::Validator>>,
     any_string: Option<RuleId>,
+    /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
+    depth: usize,
 }
 
 pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
@@ -156,6 +155,7 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         start: Instant::now(),
         validators: HashMap::new(),
         any_string: None,
+        depth: 0,
     };
     ctx.setup_style();
     let root_sid = ctx.sid(&(0, String::new()));
@@ -186,6 +186,22 @@ fn expr_weight(e: &Expr) -> usize {
         Expr::Literal(b) => b.len(),
         Expr::Regex(r) => r.len() * 4,
         _ => 1,
+    }
+}
+
+/// A subschema, as its document and JSON pointer; dereferences to the value (`true` where
+/// the pointer finds nothing).
+struct SubSchema {
+    doc: std::sync::Arc<Value>,
+    pointer: String,
+}
+
+static TRUE: Value = Value::Bool(true);
+
+impl std::ops::Deref for SubSchema {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        self.doc.pointer(&self.pointer).unwrap_or(&TRUE)
     }
 }
 
@@ -319,8 +335,12 @@ impl<'o> Ctx<'o> {
         self.res.display(&self.locs[sid as usize])
     }
 
-    fn schema(&self, sid: Sid) -> Value {
-        self.res.value(&self.locs[sid as usize]).cloned().unwrap_or(Value::Bool(true))
+    /// The schema at `sid` (`true` where nothing is), without copying it: a handle on its
+    /// document. (A copy per use was quadratic: a 500-branch `anyOf` copied the whole root
+    /// for every branch.)
+    fn schema(&self, sid: Sid) -> SubSchema {
+        let (doc, pointer) = &self.locs[sid as usize];
+        SubSchema { doc: self.res.docs[*doc].clone(), pointer: pointer.clone() }
     }
 
     fn draft(&self, sid: Sid) -> Draft {
@@ -355,13 +375,26 @@ impl<'o> Ctx<'o> {
     }
 
     fn check_budget(&self, ptr: &str) -> Result<(), SchemaError> {
-        if self.g.rules.len() > MAX_RULES {
-            return Err(SchemaError::TooLarge { pointer: ptr.into(), reason: format!("more than {MAX_RULES} grammar rules") });
-        }
-        if self.start.elapsed() > TIME_LIMIT {
+        let limits = &self.opts.limits;
+        if self.g.rules.len() > limits.max_rules {
             return Err(SchemaError::TooLarge {
                 pointer: ptr.into(),
-                reason: format!("compilation took longer than {} s", TIME_LIMIT.as_secs()),
+                reason: format!("more than {} grammar rules (limit max_rules)", limits.max_rules),
+            });
+        }
+        if self.start.elapsed() > limits.max_compile_time {
+            return Err(SchemaError::TooLarge {
+                pointer: ptr.into(),
+                reason: format!(
+                    "compilation took longer than {} ms (limit max_compile_time)",
+                    limits.max_compile_time.as_millis()
+                ),
+            });
+        }
+        if self.depth > limits.max_depth {
+            return Err(SchemaError::TooLarge {
+                pointer: ptr.into(),
+                reason: format!("subschemas nest deeper than {} levels (limit max_depth)", limits.max_depth),
             });
         }
         Ok(())
@@ -403,7 +436,10 @@ impl<'o> Ctx<'o> {
         let base = if depth > 0 { format!("{base}-d{depth}") } else { base };
         let id = self.add_rule(&base, Expr::Alt(vec![]));
         self.memo.insert(key.clone(), Some(id));
-        let body = self.value_body(conj, depth)?;
+        self.depth += 1;
+        let body = self.check_budget(&ptr).and_then(|()| self.value_body(conj, depth));
+        self.depth -= 1;
+        let body = body?;
         match body {
             Some(b) => {
                 // Big bodies stay rules of their own: inlined into every caller they would
@@ -454,11 +490,14 @@ impl<'o> Ctx<'o> {
             let mut b = b;
             b.insert(m);
             out.extend(self.expand(b, sid, negated)?);
-            if out.len() > MAX_BRANCHES {
+            if out.len() > self.opts.limits.max_branches {
                 let p = self.ptr(sid);
                 return Err(SchemaError::TooLarge {
                     pointer: p,
-                    reason: format!("more than {MAX_BRANCHES} combinations of anyOf/oneOf branches"),
+                    reason: format!(
+                        "more than {} combinations of anyOf/oneOf branches (limit max_branches)",
+                        self.opts.limits.max_branches
+                    ),
                 });
             }
         }
@@ -471,7 +510,7 @@ impl<'o> Ctx<'o> {
         if negated {
             return Ok(vec![b]);
         }
-        let m = match v {
+        let m = match &*v {
             Value::Bool(true) => return Ok(vec![b]),
             Value::Bool(false) => return Ok(vec![]),
             Value::Object(m) => m,
@@ -519,9 +558,10 @@ impl<'o> Ctx<'o> {
                 for br in branches {
                     for &a in &alts {
                         next.extend(self.add_member(vec![br.clone()], (a, false))?);
-                        if next.len() > MAX_BRANCHES {
+                        if next.len() > self.opts.limits.max_branches {
                             let p = self.ptr(sid);
-                            return Err(SchemaError::TooLarge { pointer: p, reason: format!("more than {MAX_BRANCHES} combinations of {k} branches") });
+                            let reason = format!("more than {} combinations of {k} branches (limit max_branches)", self.opts.limits.max_branches);
+                            return Err(SchemaError::TooLarge { pointer: p, reason });
                         }
                     }
                 }
@@ -595,8 +635,8 @@ impl<'o> Ctx<'o> {
             return sig;
         }
         let v = self.schema(sid);
-        let Value::Object(m) = &v else {
-            if v == Value::Bool(false) {
+        let Value::Object(m) = &*v else {
+            if *v == Value::Bool(false) {
                 sig.types = 0;
             }
             return sig;
@@ -654,7 +694,7 @@ impl<'o> Ctx<'o> {
         for &(sid, negated) in b {
             let v = self.schema(sid);
             if negated {
-                match &v {
+                match &*v {
                     Value::Bool(true) => return Ok(None),
                     Value::Bool(false) => {}
                     Value::Object(m) => {
@@ -676,17 +716,20 @@ impl<'o> Ctx<'o> {
                 }
                 continue;
             }
-            let Value::Object(m) = v else { continue };
+            let Value::Object(m) = &*v else { continue };
             node.members.push(sid);
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
                 continue;
             }
-            self.collect(&mut node, sid, &m, draft)?;
+            self.collect(&mut node, sid, m, draft)?;
         }
         let mut types = node.types & !node.not_types;
         if let Some(vals) = node.values.take() {
-            let mut keep = Vec::new();
+            let mut keep: Vec<Value> = Vec::new();
+            // Strings deduplicated by hashing (a linear scan per value is quadratic in the
+            // size of an enum), other values by JSON equality (1 == 1.0).
+            let mut strings = std::collections::HashSet::new();
             for v in vals {
                 if value_type(&v) & types == 0 && !(value_type(&v) == T_INT && types & T_INT != 0) {
                     continue;
@@ -697,7 +740,11 @@ impl<'o> Ctx<'o> {
                 if !self.value_satisfies(&v, &node.members)? {
                     continue;
                 }
-                if !keep.iter().any(|k| json_eq(k, &v)) {
+                let fresh = match &v {
+                    Value::String(text) => strings.insert(text.clone()),
+                    _ => !keep.iter().any(|k| json_eq(k, &v)),
+                };
+                if fresh {
                     keep.push(v);
                 }
             }
@@ -755,6 +802,27 @@ impl<'o> Ctx<'o> {
         Ok(alt(alts))
     }
 
+    /// Whether a count keyword (`maxLength`, `minItems`...) is within
+    /// `SchemaLimits::max_repetition`. Above it: an error in strict mode, a warning (and the
+    /// keyword left to post-hoc validation) in lenient mode.
+    fn countable(&mut self, sid: Sid, keyword: &str, n: u64) -> Result<bool, SchemaError> {
+        let max = self.opts.limits.max_repetition;
+        if n <= max {
+            return Ok(true);
+        }
+        let pointer = self.ptr(sid);
+        match self.opts.mode {
+            Mode::Strict => Err(SchemaError::TooLarge {
+                pointer,
+                reason: format!("`{keyword}` {n} is above {max} (limit max_repetition)"),
+            }),
+            Mode::Lenient => {
+                self.unenforced(keyword, &pointer, &format!("counts above {max} (limit max_repetition)"))?;
+                Ok(false)
+            }
+        }
+    }
+
     fn invalid(&self, sid: Sid, keyword: &str, reason: &str) -> SchemaError {
         SchemaError::InvalidKeyword { keyword: keyword.into(), pointer: self.ptr(sid), reason: reason.into() }
     }
@@ -795,6 +863,9 @@ impl<'o> Ctx<'o> {
                 "minLength" | "maxLength" => {
                     let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
                     let n = n.ceil().min(u32::MAX as f64) as u64;
+                    if !self.countable(sid, k, n)? {
+                        continue;
+                    }
                     if k == "minLength" {
                         node.str.min_len = node.str.min_len.max(n);
                     } else {
@@ -849,7 +920,7 @@ impl<'o> Ctx<'o> {
                     let nv = self.schema(nsid);
                     if self.is_simple_negatable(&nv) {
                         // Handled as a negated member: put the type/values into this node.
-                        match &nv {
+                        match &*nv {
                             Value::Bool(true) => node.types = 0,
                             Value::Bool(false) => {}
                             Value::Object(nm) => {
@@ -906,8 +977,9 @@ impl<'o> Ctx<'o> {
     /// `jsonschema` validator of the member's location.
     fn value_satisfies(&mut self, v: &Value, members: &[Sid]) -> Result<bool, SchemaError> {
         for &m in members {
-            let s = self.schema(m);
-            let Value::Object(map) = &s else { continue };
+            // Borrowed, not `self.schema(m)`: that clones the schema, enum included, once per
+            // enum value (quadratic: 20,000 values took 30 s).
+            let Some(Value::Object(map)) = self.res.value(&self.locs[m as usize]) else { continue };
             let simple = map.keys().all(|k| {
                 matches!(k.as_str(), "type" | "enum" | "const" | "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
             });
@@ -934,7 +1006,7 @@ impl<'o> Ctx<'o> {
             let loc = self.locs[sid as usize].clone();
             let mut reg = self.opts.registry.clone();
             for (i, d) in self.res.docs.iter().enumerate() {
-                reg.insert(&self.res.doc_uris[i], d.clone());
+                reg.insert(&self.res.doc_uris[i], Value::clone(d));
             }
             let uri = format!("{}#{}", self.res.doc_uris[loc.0], loc.1);
             let draft = self.draft(sid);
@@ -1287,7 +1359,8 @@ impl<'o> Ctx<'o> {
         // Per member: its prefix and rest.
         let mut per_member: Vec<(Vec<Sid>, Option<Sid>)> = Vec::new();
         for &sid in &node.members {
-            let Value::Object(m) = self.schema(sid) else { continue };
+            let schema = self.schema(sid);
+            let Value::Object(m) = &*schema else { continue };
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
                 continue;
@@ -1323,6 +1396,9 @@ impl<'o> Ctx<'o> {
                 if let Some(v) = m.get(k) {
                     let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
                     let n = n.ceil() as u64;
+                    if !self.countable(sid, k, n)? {
+                        continue;
+                    }
                     if slot_min {
                         min_items = min_items.max(n);
                     } else {
@@ -1367,7 +1443,7 @@ impl<'o> Ctx<'o> {
         for (_, r) in &per_member {
             if let Some(r) = r {
                 rest.insert((*r, false));
-                if self.schema(*r) == Value::Bool(false) {
+                if *self.schema(*r) == Value::Bool(false) {
                     rest_false = true;
                 }
             }
@@ -1567,8 +1643,9 @@ impl<'o> Ctx<'o> {
                 if neg {
                     return Ok(None);
                 }
-                let Value::Object(m) = self.schema(sid) else { continue };
-                for (k, v) in &m {
+                let schema = self.schema(sid);
+                let Value::Object(m) = &*schema else { continue };
+                for (k, v) in m {
                     match k.as_str() {
                         "type" => types &= types_of(v),
                         "enum" => values = Some(v.as_array().cloned().unwrap_or_default()),
@@ -1609,7 +1686,7 @@ impl<'o> Ctx<'o> {
     fn object_expr(&mut self, node: &Node, depth: usize) -> Result<Option<Expr>, SchemaError> {
         struct MemberObj {
             sid: Sid,
-            props: Vec<String>,
+            props: std::collections::HashSet<String>,
             patterns: Vec<(String, Sid)>,
             additional: Option<Sid>,
             unevaluated: Option<Sid>,
@@ -1617,22 +1694,26 @@ impl<'o> Ctx<'o> {
         }
         let mut members: Vec<MemberObj> = Vec::new();
         let mut order: Vec<String> = Vec::new();
+        // `order`'s names, for membership tests (a linear scan is quadratic in a schema of
+        // 100,000 properties).
+        let mut in_order: std::collections::HashSet<String> = Default::default();
         let mut required: BTreeSet<String> = BTreeSet::new();
         let mut min_props: u64 = 0;
         let mut max_props: Option<u64> = None;
         let mut deps: Vec<(String, Vec<String>)> = Vec::new();
         for &sid in &node.members {
-            let Value::Object(m) = self.schema(sid) else { continue };
+            let schema = self.schema(sid);
+            let Value::Object(m) = &*schema else { continue };
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
                 continue;
             }
             let ptr = self.ptr(sid);
-            let mut mo = MemberObj { sid, props: vec![], patterns: vec![], additional: None, unevaluated: None, property_names: None };
+            let mut mo = MemberObj { sid, props: Default::default(), patterns: vec![], additional: None, unevaluated: None, property_names: None };
             if let Some(Value::Object(p)) = m.get("properties") {
                 for k in p.keys() {
-                    mo.props.push(k.clone());
-                    if !order.contains(k) {
+                    mo.props.insert(k.clone());
+                    if in_order.insert(k.clone()) {
                         order.push(k.clone());
                     }
                 }
@@ -1692,7 +1773,7 @@ impl<'o> Ctx<'o> {
         }
         // Declared names: properties in order, then required, then dependency names.
         for r in &required {
-            if !order.contains(r) {
+            if in_order.insert(r.clone()) {
                 order.push(r.clone());
             }
         }
@@ -1797,9 +1878,9 @@ impl<'o> Ctx<'o> {
             extras,
             depth,
             base: sanitize(&self.ptr(node.members.first().copied().unwrap_or(0))),
+            pointer: self.ptr(node.members.first().copied().unwrap_or(0)),
         };
-        let mut memo: HashMap<(usize, u64, u32, bool), Option<Expr>> = HashMap::new();
-        let body = self.chain_rule(&chain, 0, 0, 0, false, &mut memo)?;
+        let body = self.chain_rule(&chain)?;
         Ok(body.map(|b| {
             let name = format!("{}-object", chain.base);
             Expr::Rule(self.add_rule(&name, no_inline(seq(vec![lit("{"), b]))))
@@ -1807,7 +1888,7 @@ impl<'o> Ctx<'o> {
     }
 
     fn name_ok(&mut self, pn: Sid, name: &str) -> Result<bool, SchemaError> {
-        match self.schema(pn) {
+        match *self.schema(pn) {
             Value::Bool(b) => Ok(b),
             _ => {
                 let v = Value::String(name.to_string());
@@ -1836,10 +1917,10 @@ impl<'o> Ctx<'o> {
                     // Two members with patternProperties: keep extras out (sound, narrower).
                     return Ok(None);
                 }
-                let add_false = add.is_some_and(|a| self.schema(a) == Value::Bool(false));
+                let add_false = add.is_some_and(|a| *self.schema(a) == Value::Bool(false));
                 pattern_member = Some((*sid, patterns.clone(), add_false));
             } else if let Some(a) = add {
-                if self.schema(a) == Value::Bool(false) {
+                if *self.schema(a) == Value::Bool(false) {
                     return Ok(None);
                 }
                 value_conj.insert((a, false));
@@ -1900,14 +1981,14 @@ impl<'o> Ctx<'o> {
 
     /// The key language of a `propertyNames` schema of simple string form.
     fn simple_string_lang(&mut self, sid: Sid) -> Result<Option<Hir>, SchemaError> {
-        match self.schema(sid) {
+        match &*self.schema(sid) {
             Value::Bool(true) => Ok(Some(length_hir_chars(0, None))),
             Value::Bool(false) => Ok(None),
             Value::Object(m) => {
                 let mut pat: Option<Hir> = None;
                 let mut min = 0u64;
                 let mut max = None;
-                for (k, v) in &m {
+                for (k, v) in m {
                     match k.as_str() {
                         "type" if v == "string" => {}
                         "pattern" => {
@@ -1942,110 +2023,138 @@ impl<'o> Ctx<'o> {
 
     /// Members from declared index `i` on. `count` is capped at `chain.cap`, `mask` holds
     /// the emitted names among `chain.relevant`, `any` says whether a member was emitted.
-    fn chain_rule(
-        &mut self,
-        ch: &Chain,
-        i: usize,
-        count: u64,
-        mask: u32,
-        any: bool,
-        memo: &mut HashMap<(usize, u64, u32, bool), Option<Expr>>,
-    ) -> Result<Option<Expr>, SchemaError> {
-        let key = (i, count, mask, any);
-        if let Some(e) = memo.get(&key) {
-            return Ok(e.clone());
-        }
-        let d = ch.depth;
-        let result = if i == ch.declared.len() {
-            // Dependencies satisfied?
-            let present = |j: usize| ch.relevant.iter().position(|&r| r == j).is_some_and(|b| mask & (1 << b) != 0);
-            let deps_ok = ch.deps.iter().all(|(a, bs, absent)| {
-                if !ch.relevant.contains(a) {
-                    return true;
-                }
-                !present(*a) || (!*absent && bs.iter().all(|&b| !ch.relevant.contains(&b) || present(b)))
+    /// The grammar of an object's members from declared name `i` on, for each reachable
+    /// `(i, count, mask, any)`: `count` members so far (capped), `mask` the relevant names
+    /// present, `any` whether a member was emitted. One rule per key, made in the order of
+    /// a depth-first walk (emit name `i`, then skip it) — with an explicit stack, since an
+    /// object may declare 100,000 names.
+    fn chain_rule(&mut self, ch: &Chain) -> Result<Option<Expr>, SchemaError> {
+        type Key = (usize, u64, u32, bool);
+        let mut memo: HashMap<Key, Option<Expr>> = HashMap::new();
+        let n = ch.declared.len();
+        // The children of a key below the end: (emit, skip), each when allowed.
+        let children = |(i, count, mask, any): Key| -> (Option<Key>, Option<Key>) {
+            let (name, value) = &ch.declared[i];
+            let emit = (value.is_some() && ch.max_props.is_none_or(|m| count < m)).then(|| {
+                let ncount = if ch.cap > 0 { (count + 1).min(ch.cap) } else { 0 };
+                let nmask = match ch.relevant.iter().position(|&r| r == i) {
+                    Some(b) => mask | (1 << b),
+                    None => mask,
+                };
+                (i + 1, ncount, nmask, true)
             });
-            if !deps_ok {
-                None
-            } else {
-                let need = ch.min_props.saturating_sub(count);
-                let cap = ch.max_props.map(|m| m.saturating_sub(count));
-                if ch.max_props.is_some_and(|m| count > m) {
-                    None
-                } else {
-                    let close = seq(vec![self.close_prefix(d), lit("}")]);
-                    let empty_close = seq(vec![self.empty_inside(), lit("}")]);
-                    match &ch.extras {
-                        None => {
-                            if need > 0 {
-                                None
-                            } else if any {
-                                Some(close)
-                            } else {
-                                Some(empty_close)
-                            }
-                        }
-                        Some(kv) => {
-                            let sep = self.item_sep(d);
-                            let first = if any { sep.clone() } else { self.first_prefix(d) };
-                            let cap_u = cap.map(|c| c.min(u32::MAX as u64) as u32);
-                            if cap_u == Some(0) {
-                                if need > 0 {
-                                    None
-                                } else if any {
-                                    Some(close)
-                                } else {
-                                    Some(empty_close)
-                                }
-                            } else {
-                                let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
-                                let some = seq(vec![first, kv.clone(), more, close.clone()]);
-                                if need > 0 {
-                                    Some(some)
-                                } else {
-                                    let none = if any { close } else { empty_close };
-                                    Some(Expr::Alt(vec![some, none]))
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        } else {
-            let (name, value) = ch.declared[i].clone();
-            let bit = ch.relevant.iter().position(|&r| r == i);
-            let mut alts = Vec::new();
-            // Emit it.
-            if let Some(v) = value {
-                let ok_count = ch.max_props.is_none_or(|m| count < m);
-                if ok_count {
-                    let ncount = if ch.cap > 0 { (count + 1).min(ch.cap) } else { 0 };
-                    let nmask = match bit {
-                        Some(b) => mask | (1 << b),
-                        None => mask,
-                    };
-                    if let Some(rest) = self.chain_rule(ch, i + 1, ncount, nmask, true, memo)? {
-                        let pre = if any { self.item_sep(d) } else { self.first_prefix(d) };
-                        alts.push(seq(vec![pre, lit(&json_string(&name)), self.key_sep(), v, rest]));
-                    }
-                }
-            }
-            // Skip it.
-            if !ch.required.contains(&name) {
-                if let Some(rest) = self.chain_rule(ch, i + 1, count, mask, any, memo)? {
-                    alts.push(rest);
-                }
-            }
-            match alt(alts) {
-                None => None,
-                Some(e) => {
-                    let name = format!("{}-obj-{i}", ch.base);
-                    Some(Expr::Rule(self.add_rule(&name, no_inline(e))))
-                }
-            }
+            let skip = (!ch.required.contains(name)).then_some((i + 1, count, mask, any));
+            (emit, skip)
         };
-        memo.insert(key, result.clone());
-        Ok(result)
+        let root: Key = (0, 0, 0, false);
+        let mut stack: Vec<(Key, u8)> = vec![(root, 0)];
+        while let Some(&(key, stage)) = stack.last() {
+            if stage == 0 && memo.contains_key(&key) {
+                stack.pop();
+                continue;
+            }
+            let (i, count, mask, any) = key;
+            if i == n {
+                let r = self.chain_end(ch, count, mask, any);
+                memo.insert(key, r);
+                stack.pop();
+                continue;
+            }
+            let (emit, skip) = children(key);
+            let top = stack.len() - 1;
+            match stage {
+                0 | 1 => {
+                    stack[top].1 = stage + 1;
+                    let child = if stage == 0 { emit } else { skip };
+                    if let Some(c) = child.filter(|c| !memo.contains_key(c)) {
+                        stack.push((c, 0));
+                    }
+                }
+                _ => {
+                    stack.pop();
+                    let d = ch.depth;
+                    let (name, value) = &ch.declared[i];
+                    let mut alts = Vec::new();
+                    if let (Some(v), Some(Some(rest))) = (value, emit.map(|c| memo[&c].clone())) {
+                        let pre = if any { self.item_sep(d) } else { self.first_prefix(d) };
+                        alts.push(seq(vec![pre, lit(&json_string(name)), self.key_sep(), v.clone(), rest]));
+                    }
+                    if let Some(Some(rest)) = skip.map(|c| memo[&c].clone()) {
+                        alts.push(rest);
+                    }
+                    let result = match alt(alts) {
+                        None => None,
+                        Some(e) => {
+                            let name = format!("{}-obj-{i}", ch.base);
+                            Some(Expr::Rule(self.add_rule(&name, no_inline(e))))
+                        }
+                    };
+                    memo.insert(key, result);
+                    if memo.len() % 1024 == 0 {
+                        self.check_budget(&ch.pointer)?;
+                    }
+                }
+            }
+        }
+        Ok(memo.remove(&root).flatten())
+    }
+
+    /// The end of an object's members, after every declared name: extra members, the
+    /// counts and the dependencies.
+    fn chain_end(&mut self, ch: &Chain, count: u64, mask: u32, any: bool) -> Option<Expr> {
+        let d = ch.depth;
+        // Dependencies satisfied?
+        let present = |j: usize| ch.relevant.iter().position(|&r| r == j).is_some_and(|b| mask & (1 << b) != 0);
+        let deps_ok = ch.deps.iter().all(|(a, bs, absent)| {
+            if !ch.relevant.contains(a) {
+                return true;
+            }
+            !present(*a) || (!*absent && bs.iter().all(|&b| !ch.relevant.contains(&b) || present(b)))
+        });
+        if !deps_ok {
+            return None;
+        }
+        let need = ch.min_props.saturating_sub(count);
+        let cap = ch.max_props.map(|m| m.saturating_sub(count));
+        if ch.max_props.is_some_and(|m| count > m) {
+            return None;
+        }
+        let close = seq(vec![self.close_prefix(d), lit("}")]);
+        let empty_close = seq(vec![self.empty_inside(), lit("}")]);
+        match &ch.extras {
+            None => {
+                if need > 0 {
+                    None
+                } else if any {
+                    Some(close)
+                } else {
+                    Some(empty_close)
+                }
+            }
+            Some(kv) => {
+                let sep = self.item_sep(d);
+                let first = if any { sep.clone() } else { self.first_prefix(d) };
+                let cap_u = cap.map(|c| c.min(u32::MAX as u64) as u32);
+                if cap_u == Some(0) {
+                    if need > 0 {
+                        None
+                    } else if any {
+                        Some(close)
+                    } else {
+                        Some(empty_close)
+                    }
+                } else {
+                    let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
+                    let some = seq(vec![first, kv.clone(), more, close.clone()]);
+                    if need > 0 {
+                        Some(some)
+                    } else {
+                        let none = if any { close } else { empty_close };
+                        Some(Expr::Alt(vec![some, none]))
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -2061,6 +2170,8 @@ struct Chain {
     extras: Option<Expr>,
     depth: usize,
     base: String,
+    /// Of the object's first subschema, for errors.
+    pointer: String,
 }
 
 fn node_push_unsupported(ctx: &mut Ctx, kw: &str, ptr: &str) -> Result<(), SchemaError> {

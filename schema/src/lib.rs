@@ -176,6 +176,57 @@ pub struct SchemaOptions {
     /// Nesting depth of the indented style beyond which recursive schemas stop (the grammar
     /// needs one rule per depth).
     pub max_indent_depth: usize,
+    /// Bounds on the compiler's work; exceeding one is [`SchemaError::TooLarge`].
+    pub limits: SchemaLimits,
+}
+
+/// Bounds on the work of compiling a schema, each a named setting with a sane default.
+/// Exceeding one is [`SchemaError::TooLarge`], whose reason names the limit and whose
+/// pointer locates the subschema. `LIMITS.md` at the repository root lists them with the
+/// engine's.
+///
+/// ```
+/// use stencil_schema::{compile_schema, SchemaError, SchemaLimits, SchemaOptions};
+/// let options = SchemaOptions { limits: SchemaLimits { max_repetition: 100, ..SchemaLimits::default() }, ..SchemaOptions::default() };
+/// let schema = serde_json::json!({"type": "object", "properties": {"tags": {"type": "array", "maxItems": 1000}}});
+/// match compile_schema(&schema, &options) {
+///     Err(SchemaError::TooLarge { pointer, reason }) => {
+///         assert_eq!(pointer, "/properties/tags");
+///         assert!(reason.contains("max_repetition"));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Subschemas nested inside one another while compiling (through `properties`, `items`,
+    /// `$ref` chains...; a recursive schema counts each distinct subschema once, so
+    /// recursion itself is not limited). Default 128: compiling recurses once per level.
+    pub max_depth: usize,
+    /// Branches of one value after expanding `anyOf`/`oneOf` (and their products through
+    /// `allOf` and `$ref`). Default 1024.
+    pub max_branches: usize,
+    /// Grammar rules made. Default 200,000.
+    pub max_rules: usize,
+    /// The largest count that becomes a grammar repetition: `minLength`/`maxLength`,
+    /// `minItems`/`maxItems`. Default 10,000 (each counted item or character becomes
+    /// automaton states). In lenient mode a larger bound is left to post-hoc validation
+    /// (a warning) instead.
+    pub max_repetition: u64,
+    /// Wall-clock time compiling may take. Default 10 s.
+    pub max_compile_time: std::time::Duration,
+}
+
+impl Default for SchemaLimits {
+    fn default() -> Self {
+        SchemaLimits {
+            max_depth: 128,
+            max_branches: 1024,
+            max_rules: 200_000,
+            max_repetition: 10_000,
+            max_compile_time: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for SchemaOptions {
@@ -191,6 +242,7 @@ impl Default for SchemaOptions {
             default_draft: Draft::Draft202012,
             assert_formats: true,
             max_indent_depth: 24,
+            limits: SchemaLimits::default(),
         }
     }
 }

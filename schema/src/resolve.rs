@@ -26,7 +26,7 @@ pub(crate) fn normalize_uri(uri: &str) -> String {
 pub(crate) type Loc = (usize, String);
 
 pub(crate) struct Resources {
-    pub docs: Vec<Value>,
+    pub docs: Vec<std::sync::Arc<Value>>,
     pub doc_uris: Vec<String>,
     by_uri: HashMap<String, Loc>,
     anchors: HashMap<String, Loc>,
@@ -95,7 +95,7 @@ impl Resources {
         let base = Url::parse(uri).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap());
         self.by_uri.insert(normalize_uri(base.as_str()), (idx, String::new()));
         self.doc_uris.push(normalize_uri(base.as_str()));
-        self.docs.push(doc.clone());
+        self.docs.push(std::sync::Arc::new(doc.clone()));
         let draft = self.default_draft;
         self.index(idx, String::new(), &doc, base, draft);
         idx

@@ -156,7 +156,7 @@ impl Summary {
     }
 }
 
-/// `3 records in 2 files: 2 valid, 1 invalid` (`, N not readable as JSON` when some are).
+/// `3 records in 2 files: 2 valid, 1 invalid` (`, N unreadable` when some records are not JSON or some input could not be read).
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = |n: usize| if n == 1 { "" } else { "s" };
@@ -171,7 +171,7 @@ impl std::fmt::Display for Summary {
             self.invalid
         )?;
         if self.unreadable > 0 {
-            write!(f, ", {} not readable as JSON", self.unreadable)?;
+            write!(f, ", {} unreadable", self.unreadable)?;
         }
         Ok(())
     }

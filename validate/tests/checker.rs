@@ -295,7 +295,7 @@ fn text_report() {
     assert_eq!(out[0], "out/a.jsonl:2: at /age: `minimum`: -1 is less than the minimum of 0");
     assert!(out[1..3].iter().all(|l| l.starts_with("out/b.json: at /")), "{out:?}");
     assert!(out.iter().any(|l| l.starts_with("out/b.json: at /role: `enum`: ")), "{out:?}");
-    assert_eq!(out[3], "3 records in 3 files: 1 valid, 2 invalid, 2 not readable as JSON (see stderr)");
+    assert_eq!(out[3], "3 records in 3 files: 1 valid, 2 invalid, 2 unreadable (see stderr)");
     assert_eq!(out.len(), 4);
     let err: Vec<&str> = err.lines().collect();
     assert_eq!(err[0], "error: out/a.jsonl:3: not JSON: EOF while parsing a value at column 9");

@@ -189,16 +189,8 @@ impl Automaton {
         a.accept_state = a.start_state + 1;
 
         // 4. Nullable and productive rules; trim states that cannot finish.
-        a.rule_nullable = fixpoint_rules(&a, |a, s, flags| {
-            a.calls[s].iter().filter(|(r, _)| flags[*r as usize]).map(|&(_, t)| t).collect()
-        });
-        let productive = fixpoint_rules(&a, |a, s, flags| {
-            let n = a.n_classes;
-            let mut next: Vec<u32> = a.trans[s * n..(s + 1) * n].iter().copied().filter(|&t| t != DEAD).collect();
-            next.extend(a.token_edges[s].iter().map(|&(_, t)| t));
-            next.extend(a.calls[s].iter().filter(|(r, _)| flags[*r as usize]).map(|&(_, t)| t));
-            next
-        });
+        a.rule_nullable = fixpoint_rules(&a, false);
+        let productive = fixpoint_rules(&a, true);
         if !productive[grammar.root.0 as usize] {
             return Err(CompileError::EmptyLanguage { rule: grammar.rule(grammar.root).name.clone() });
         }
@@ -214,7 +206,7 @@ impl Automaton {
                 set
             })
             .collect();
-        compute_closures(&mut a);
+        compute_closures(&mut a, limits, deadline)?;
         a.simple = (0..a.n_states()).map(|s| !a.is_final[s] && a.calls[s].is_empty()).collect();
         a.follow = follow_bytes(&a);
         Ok(a)
@@ -240,8 +232,10 @@ fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
 /// size that rule expands to (`rule_size`) when it is inlined itself, else as 1.
 fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
     match e {
-        Expr::Seq(v) | Expr::Alt(v) => 1 + v.iter().map(|x| expr_size(x, rule_size)).sum::<usize>(),
-        Expr::Repeat { expr, min, max } => 1 + expr_size(expr, rule_size) * (*max).unwrap_or(*min).clamp(1, 8) as usize,
+        // Saturating: nested repetitions multiply (`(("a"{8}){8}){8}`...).
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |n, x| n.saturating_add(expr_size(x, rule_size))),
+        Expr::Repeat { expr, min, max } => 1usize
+            .saturating_add(expr_size(expr, rule_size).saturating_mul((*max).unwrap_or(*min).clamp(1, 8) as usize)),
         Expr::Literal(b) => 1 + b.len() / 8,
         Expr::Rule(r) => rule_size(r.0),
         _ => 1,
@@ -249,6 +243,9 @@ fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
 }
 
 /// Rules to expand in place: not recursive, not the root, and small.
+///
+/// Linear in the grammar and without recursion on the call graph (a chain of 100,000
+/// rules must neither take quadratic time nor overflow the stack).
 fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
     let n = grammar.rules.len();
     let callees: Vec<Vec<u32>> = grammar
@@ -260,55 +257,111 @@ fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
             v
         })
         .collect();
-    // A rule is recursive when it can reach itself.
-    let recursive: Vec<bool> = (0..n)
-        .map(|r| {
-            let mut seen = vec![false; n];
-            let mut stack: Vec<u32> = callees[r].clone();
-            while let Some(x) = stack.pop() {
-                if x as usize == r {
-                    return true;
-                }
-                if !std::mem::replace(&mut seen[x as usize], true) {
-                    stack.extend(&callees[x as usize]);
-                }
-            }
-            false
-        })
-        .collect();
+    let recursive = recursive_rules(&callees);
     // Decide callees first (non-recursive rules form a DAG), so that a small rule whose
     // callees are inlined counts their size too: only small expansions are inlined.
+    // An explicit post-order walk: a rule is sized once all its callees are.
     let mut inline = vec![false; n];
     let mut size: Vec<Option<usize>> = vec![None; n];
-    fn visit(
-        r: usize,
-        grammar: &Grammar,
-        recursive: &[bool],
-        inline: &mut [bool],
-        size: &mut [Option<usize>],
-    ) -> usize {
-        if let Some(s) = size[r] {
-            return s;
-        }
+    for r in 0..n {
         if recursive[r] {
             size[r] = Some(1);
-            return 1;
         }
-        size[r] = Some(1); // provisional (no cycles among non-recursive rules)
-        let mut callees = Vec::new();
-        grammar.rules[r].body.for_each_rule(&mut |id| callees.push(id.0 as usize));
-        for c in callees {
-            visit(c, grammar, recursive, inline, size);
-        }
-        let own = expr_size(&grammar.rules[r].body, &|c| if inline[c as usize] { size[c as usize].unwrap_or(1) } else { 1 });
-        inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
-        size[r] = Some(own);
-        own
     }
-    for r in 0..n {
-        visit(r, grammar, &recursive, &mut inline, &mut size);
+    let mut stack: Vec<(usize, usize)> = Vec::new(); // (rule, next callee to visit)
+    for root in 0..n {
+        if size[root].is_some() {
+            continue;
+        }
+        stack.push((root, 0));
+        while let Some(&mut (r, ref mut next)) = stack.last_mut() {
+            if let Some(&c) = callees[r].get(*next) {
+                *next += 1;
+                // Non-recursive rules only call rules that are not on the stack.
+                if size[c as usize].is_none() {
+                    stack.push((c as usize, 0));
+                }
+                continue;
+            }
+            stack.pop();
+            let own = expr_size(&grammar.rules[r].body, &|c| {
+                if inline[c as usize] {
+                    size[c as usize].unwrap_or(1)
+                } else {
+                    1
+                }
+            });
+            inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
+            size[r] = Some(own);
+        }
     }
     inline
+}
+
+/// Which rules can reach themselves through calls: members of a strongly connected
+/// component of the call graph with more than one rule, or with a self-call (Tarjan's
+/// algorithm, iterative).
+fn recursive_rules(callees: &[Vec<u32>]) -> Vec<bool> {
+    let n = callees.len();
+    const UNSEEN: u32 = u32::MAX;
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut scc_stack: Vec<u32> = Vec::new();
+    let mut recursive = vec![false; n];
+    let mut counter = 0u32;
+    let mut work: Vec<(u32, usize)> = Vec::new();
+    for root in 0..n as u32 {
+        if index[root as usize] != UNSEEN {
+            continue;
+        }
+        work.push((root, 0));
+        index[root as usize] = counter;
+        low[root as usize] = counter;
+        counter += 1;
+        scc_stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(&mut (v, ref mut next)) = work.last_mut() {
+            let vu = v as usize;
+            if let Some(&w) = callees[vu].get(*next) {
+                *next += 1;
+                let wu = w as usize;
+                if w == v {
+                    recursive[vu] = true;
+                }
+                if index[wu] == UNSEEN {
+                    index[wu] = counter;
+                    low[wu] = counter;
+                    counter += 1;
+                    scc_stack.push(w);
+                    on_stack[wu] = true;
+                    work.push((w, 0));
+                } else if on_stack[wu] {
+                    low[vu] = low[vu].min(index[wu]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent as usize] = low[parent as usize].min(low[vu]);
+            }
+            if low[vu] == index[vu] {
+                let mut members = Vec::new();
+                loop {
+                    let w = scc_stack.pop().expect("v is on the stack");
+                    on_stack[w as usize] = false;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if members.len() > 1 {
+                    members.iter().for_each(|&w| recursive[w as usize] = true);
+                }
+            }
+        }
+    }
+    recursive
 }
 
 fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
@@ -356,6 +409,13 @@ fn determinize(
             return Err(CompileError::LimitExceeded {
                 limit: LimitKind::AutomatonStates,
                 value: limits.max_automaton_states,
+                rule: a.rule_names[rule as usize].clone(),
+            });
+        }
+        if (base as usize + sets.len()).saturating_mul(n_classes * 4) > limits.max_automaton_bytes {
+            return Err(CompileError::LimitExceeded {
+                limit: LimitKind::AutomatonMemory,
+                value: limits.max_automaton_bytes,
                 rule: a.rule_names[rule as usize].clone(),
             });
         }
@@ -415,6 +475,9 @@ fn determinize(
 /// Rules with more states than this are left unminimized (Moore's refinement is
 /// quadratic in the worst case; minimizing is an optimization, not needed for correctness).
 const MINIMIZE_MAX_STATES: usize = 20_000;
+/// Signature entries Moore's refinement may compute for one rule before giving up (about
+/// a tenth of a second).
+const MINIMIZE_MAX_WORK: usize = 20_000_000;
 
 /// Merges equivalent states of the rule whose states are `base..` (Moore's partition
 /// refinement), keeping the start state first. Fewer states means fewer mask-cache entries.
@@ -427,7 +490,13 @@ fn minimize(a: &mut Automaton, base: usize, deadline: std::time::Instant) {
     let nc = a.n_classes;
     let mut class: Vec<u32> = (0..n).map(|i| a.is_final[base + i] as u32).collect();
     let mut n_classes = 0;
+    // Each round costs about n * nc; chains of states need up to n rounds (quadratic).
+    let mut work = 0usize;
     loop {
+        work += n * (nc + 4);
+        if work > MINIMIZE_MAX_WORK {
+            return;
+        }
         let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut next = Vec::with_capacity(n);
         for i in 0..n {
@@ -491,34 +560,57 @@ fn minimize(a: &mut Automaton, base: usize, deadline: std::time::Instant) {
 }
 
 /// Least fixpoint of a per-rule flag: a rule gets the flag when its start state reaches a
-/// final state through the successors `next(a, state, flags)`.
-fn fixpoint_rules(a: &Automaton, next: impl Fn(&Automaton, usize, &[bool]) -> Vec<u32>) -> Vec<bool> {
-    let mut flags = vec![false; a.rule_start.len()];
-    loop {
-        let mut changed = false;
-        for r in 0..a.rule_start.len() {
-            let start = a.rule_start[r];
-            if flags[r] || start == DEAD {
-                continue;
-            }
-            let mut seen = std::collections::HashSet::new();
-            let mut stack = vec![start];
+/// final state over its calls of flagged rules and, when `terminals`, its byte and token
+/// edges too (so: nullable rules without, productive rules with).
+///
+/// Linear in the automaton: each state is explored once; a call of a rule not (yet)
+/// flagged waits in that rule's list until it gets the flag.
+fn fixpoint_rules(a: &Automaton, terminals: bool) -> Vec<bool> {
+    let n_rules = a.rule_start.len();
+    let mut flags = vec![false; n_rules];
+    let mut reached = vec![false; a.n_states()];
+    let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
+    let mut newly: Vec<u32> = Vec::new();
+    let mut stack: Vec<u32> = Vec::new();
+    let nc = a.n_classes;
+    let mut explore =
+        |from: u32, flags: &mut Vec<bool>, waiting: &mut Vec<Vec<u32>>, newly: &mut Vec<u32>, stack: &mut Vec<u32>| {
+            stack.push(from);
             while let Some(s) = stack.pop() {
-                if !seen.insert(s) {
+                let su = s as usize;
+                if std::mem::replace(&mut reached[su], true) {
                     continue;
                 }
-                if a.is_final[s as usize] {
-                    flags[r] = true;
-                    changed = true;
-                    break;
+                let rule = a.state_rule[su] as usize;
+                if a.is_final[su] && !flags[rule] {
+                    flags[rule] = true;
+                    newly.push(rule as u32);
                 }
-                stack.extend(next(a, s as usize, &flags));
+                if terminals {
+                    stack.extend(a.trans[su * nc..(su + 1) * nc].iter().copied().filter(|&t| t != DEAD));
+                    stack.extend(a.token_edges[su].iter().map(|&(_, t)| t));
+                }
+                for &(callee, t) in &a.calls[su] {
+                    if flags[callee as usize] {
+                        stack.push(t);
+                    } else {
+                        waiting[callee as usize].push(t);
+                    }
+                }
             }
-        }
-        if !changed {
-            return flags;
+        };
+    for r in 0..n_rules {
+        let start = a.rule_start[r];
+        if start != DEAD {
+            explore(start, &mut flags, &mut waiting, &mut newly, &mut stack);
         }
     }
+    while let Some(r) = newly.pop() {
+        for t in std::mem::take(&mut waiting[r as usize]) {
+            explore(t, &mut flags, &mut waiting, &mut newly, &mut stack);
+        }
+    }
+    flags
 }
 
 /// Removes edges into states that cannot reach their rule's final state, and calls of
@@ -560,12 +652,24 @@ fn trim(a: &mut Automaton, productive: &[bool]) {
 }
 
 /// `same_origin` and `predicted` for every state (see the field docs).
-fn compute_closures(a: &mut Automaton) {
+fn compute_closures(a: &mut Automaton, limits: &Limits, deadline: std::time::Instant) -> Result<(), CompileError> {
     let n = a.n_states();
+    // What the closures may add to the transition table's memory (4 bytes an entry): they
+    // can be quadratic in a rule's states (`root ::= x x x ...` with a nullable `x`).
+    let mut budget = limits.max_automaton_bytes.saturating_sub(a.trans.len() * 4) / 4;
+    let over = |a: &Automaton, s: usize, what: LimitKind| CompileError::LimitExceeded {
+        limit: what,
+        value: match what {
+            LimitKind::CompileTime => limits.max_compile_time.as_millis() as usize,
+            _ => limits.max_automaton_bytes,
+        },
+        rule: a.rule_names[a.state_rule[s] as usize].clone(),
+    };
     let nullable = a.rule_nullable.clone();
     let mut set = StampSet::new(n);
-    a.same_origin = (0..n)
-        .map(|s| {
+    let mut same_origin = Vec::with_capacity(n);
+    for s in 0..n {
+        {
             set.clear();
             set.insert(s as u32);
             let mut out: Vec<u32> = Vec::new();
@@ -578,38 +682,48 @@ fn compute_closures(a: &mut Automaton) {
                     }
                 }
             }
-            out
-        })
-        .collect();
+            budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
+            if s % 4096 == 4095 && std::time::Instant::now() > deadline {
+                return Err(over(a, s, LimitKind::CompileTime));
+            }
+            same_origin.push(out);
+        }
+    }
+    a.same_origin = same_origin;
     // Everything a rule predicts at its own start: its start state, the starts of the
     // rules its states call, and the states reached over nullable calls, transitively.
-    let rule_predict: Vec<Vec<u32>> = (0..a.rule_start.len())
-        .map(|r| {
-            let start = a.rule_start[r];
-            if start == DEAD {
-                return Vec::new();
-            }
-            set.clear();
-            set.insert(start);
-            let mut out = vec![start];
-            let mut i = 0;
-            while i < out.len() {
-                for &(callee, t) in &a.calls[out[i] as usize] {
-                    let callee_start = a.rule_start[callee as usize];
-                    if set.insert(callee_start) {
-                        out.push(callee_start);
-                    }
-                    if nullable[callee as usize] && set.insert(t) {
-                        out.push(t);
-                    }
+    let mut rule_predict: Vec<Vec<u32>> = Vec::with_capacity(a.rule_start.len());
+    for r in 0..a.rule_start.len() {
+        let start = a.rule_start[r];
+        if start == DEAD {
+            rule_predict.push(Vec::new());
+            continue;
+        }
+        set.clear();
+        set.insert(start);
+        let mut out = vec![start];
+        let mut i = 0;
+        while i < out.len() {
+            for &(callee, t) in &a.calls[out[i] as usize] {
+                let callee_start = a.rule_start[callee as usize];
+                if set.insert(callee_start) {
+                    out.push(callee_start);
                 }
-                i += 1;
+                if nullable[callee as usize] && set.insert(t) {
+                    out.push(t);
+                }
             }
-            out
-        })
-        .collect();
-    a.predicted = (0..n)
-        .map(|s| {
+            i += 1;
+        }
+        budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, start as usize, LimitKind::AutomatonMemory))?;
+        if r % 1024 == 1023 && std::time::Instant::now() > deadline {
+            return Err(over(a, start as usize, LimitKind::CompileTime));
+        }
+        rule_predict.push(out);
+    }
+    let mut predicted = Vec::with_capacity(n);
+    for s in 0..n {
+        {
             set.clear();
             let mut out: Vec<u32> = Vec::new();
             for x in std::iter::once(s as u32).chain(a.same_origin[s].iter().copied()) {
@@ -621,9 +735,15 @@ fn compute_closures(a: &mut Automaton) {
                     }
                 }
             }
-            out
-        })
-        .collect();
+            budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
+            if s % 4096 == 4095 && std::time::Instant::now() > deadline {
+                return Err(over(a, s, LimitKind::CompileTime));
+            }
+            predicted.push(out);
+        }
+    }
+    a.predicted = predicted;
+    Ok(())
 }
 
 /// FOLLOW sets over bytes: for each rule, the bytes some caller can take right after the
@@ -661,21 +781,34 @@ fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
             }
         }
     }
-    loop {
-        let mut changed = false;
-        for &(callee, caller) in &inherits {
+    // Propagate along caller → callee edges with a worklist: a rule's set only grows, at
+    // most 256 times, so this is linear in the edges (a fixed-point loop over all pairs
+    // would be quadratic on long call chains).
+    let mut heirs: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
+    for &(callee, caller) in &inherits {
+        heirs[caller as usize].push(callee);
+    }
+    let mut queued = vec![true; n_rules];
+    let mut work: Vec<u32> = (0..n_rules as u32).collect();
+    while let Some(caller) = work.pop() {
+        queued[caller as usize] = false;
+        let from = follow[caller as usize];
+        for &callee in &heirs[caller as usize] {
+            let to = &mut follow[callee as usize];
+            let mut changed = false;
             for w in 0..4 {
-                let add = follow[caller as usize][w] & !follow[callee as usize][w];
+                let add = from[w] & !to[w];
                 if add != 0 {
-                    follow[callee as usize][w] |= add;
+                    to[w] |= add;
                     changed = true;
                 }
             }
-        }
-        if !changed {
-            return follow;
+            if changed && !std::mem::replace(&mut queued[callee as usize], true) {
+                work.push(callee);
+            }
         }
     }
+    follow
 }
 
 /// A set of small integers with O(1) clear.

@@ -137,6 +137,16 @@ impl<'a> NfaBuilder<'a> {
                 Ok(end)
             }
             Expr::Repeat { expr, min, max } => {
+                let count = max.unwrap_or(*min);
+                if count > self.limits.max_repetition {
+                    return Err(self.limit(LimitKind::Repetition, self.limits.max_repetition as usize));
+                }
+                // Fail before building when the expansion is sure not to fit.
+                let copies = (*max).map_or(*min as usize + 1, |m| m as usize);
+                let at_least = copies.saturating_mul(self.min_states(expr, depth + 1));
+                if self.total_states.saturating_add(at_least) > self.limits.max_nfa_states {
+                    return Err(self.limit(LimitKind::NfaStates, self.limits.max_nfa_states));
+                }
                 let mut cur = start;
                 for _ in 0..*min {
                     cur = self.build(expr, cur, depth + 1)?;
@@ -163,6 +173,34 @@ impl<'a> NfaBuilder<'a> {
                         self.edge(cur, Edge::Eps(end));
                         Ok(end)
                     }
+                }
+            }
+        }
+    }
+
+    /// A lower bound on the states `build` makes for `expr` (saturating; stops counting
+    /// past the depth limit, where `build` fails anyway).
+    fn min_states(&self, expr: &Expr, depth: usize) -> usize {
+        if depth > self.limits.max_expression_depth {
+            return 0;
+        }
+        match expr {
+            Expr::Empty => 0,
+            Expr::Literal(b) => b.len(),
+            Expr::Class(_) | Expr::AnyChar | Expr::Regex(_) | Expr::Token(_) => 1,
+            Expr::Rule(id) => match self.grammar.rules.get(id.0 as usize) {
+                Some(rule) if self.inline[id.0 as usize] => self.min_states(&rule.body, depth + 1),
+                _ => 1,
+            },
+            Expr::Seq(v) => v.iter().fold(0usize, |n, e| n.saturating_add(self.min_states(e, depth + 1))),
+            Expr::Alt(v) => {
+                v.iter().fold(1usize, |n, e| n.saturating_add(1).saturating_add(self.min_states(e, depth + 1)))
+            }
+            Expr::Repeat { expr, min, max } => {
+                let one = self.min_states(expr, depth + 1);
+                match max {
+                    None => (*min as usize + 1).saturating_mul(one).saturating_add(2),
+                    Some(max) => (*max as usize).saturating_mul(one).saturating_add(1),
                 }
             }
         }
@@ -195,9 +233,18 @@ impl<'a> NfaBuilder<'a> {
         };
         let nfa = thompson::Compiler::new()
             .syntax(regex_automata::util::syntax::Config::new().utf8(true).unicode(true))
-            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None).shrink(true))
+            .configure(
+                thompson::Config::new()
+                    .which_captures(thompson::WhichCaptures::None)
+                    .shrink(true)
+                    // About 16 bytes a state: no bigger than what max_nfa_states allows.
+                    .nfa_size_limit(Some(self.limits.max_nfa_states.saturating_mul(16))),
+            )
             .build(pattern)
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|e| match e.size_limit() {
+                Some(_) => self.limit(LimitKind::NfaStates, self.limits.max_nfa_states),
+                None => bad(e.to_string()),
+            })?;
         let end = self.new_state()?;
         let mut map: Vec<Option<u32>> = vec![None; nfa.states().len()];
         let mut todo: Vec<StateID> = vec![nfa.start_anchored()];

@@ -12,7 +12,7 @@ use crate::{FileSummary, Input, InputKind, Outcome, Record, Summary};
 /// ```text
 /// out/people.jsonl:4: at /age: `minimum`: -1 is less than the minimum of 0
 /// out/doc.json: at /role: `enum`: "queen" is not one of ["employee","contractor","customer","supplier","other"]
-/// 7 records in 2 files: 5 valid, 2 invalid, 1 not readable as JSON (see stderr)
+/// 7 records in 2 files: 5 valid, 2 invalid, 1 unreadable (see stderr)
 /// ```
 ///
 /// On `err`, one line per unreadable record or file:
