@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use stencil_schema::{Mode, SchemaOptions, Whitespace};
+use stencil_schema::{Mode, PropertyOrder, SchemaOptions, Whitespace};
 
 use crate::error::CliError;
 use crate::source::{GrammarSource, SchemaFile};
@@ -270,7 +270,7 @@ impl GenerateArgs {
         let source = match (&self.grammar, &self.schema) {
             (Some(_), _) if self.shape.any_given() => {
                 return Err(CliError::Usage(
-                    "--lenient, --whitespace, --max-whitespace and --indent apply to --schema only".into(),
+                    "--lenient, --whitespace, --max-whitespace, --indent and --any-order apply to --schema only".into(),
                 ))
             }
             (Some(path), _) => Some(GrammarSource::Gbnf(path.clone())),
@@ -345,7 +345,7 @@ impl GrammarArgs {
             // clap counts `requires = "schema"` as met when --schema conflicts with a given
             // --grammar, so the shape flags are checked here.
             (Some(_), _) if self.shape.any_given() => Err(CliError::Usage(
-                "--lenient, --whitespace, --max-whitespace and --indent apply to --schema only".into(),
+                "--lenient, --whitespace, --max-whitespace, --indent and --any-order apply to --schema only".into(),
             )),
             (Some(path), _) => Ok(GrammarSource::Gbnf(path.clone())),
             (None, Some(path)) => {
@@ -378,6 +378,11 @@ pub struct SchemaShapeArgs {
     /// serde_json's to_string_pretty); not with --whitespace.
     #[arg(long, value_name = "N", requires = "schema", conflicts_with_all = ["whitespace", "max_whitespace"])]
     indent: Option<usize>,
+    /// Declared properties in any order (each at most once, required ones present) instead
+    /// of schema order; objects with more than 8 declared properties are an error (with
+    /// --lenient: kept in schema order, with a warning).
+    #[arg(long, requires = "schema")]
+    any_order: bool,
 }
 
 /// The default of --max-whitespace.
@@ -391,7 +396,11 @@ enum WhitespaceArg {
 
 impl SchemaShapeArgs {
     fn any_given(&self) -> bool {
-        self.lenient || self.whitespace.is_some() || self.max_whitespace.is_some() || self.indent.is_some()
+        self.lenient
+            || self.whitespace.is_some()
+            || self.max_whitespace.is_some()
+            || self.indent.is_some()
+            || self.any_order
     }
 
     fn options(&self) -> Result<SchemaOptions, CliError> {
@@ -409,6 +418,9 @@ impl SchemaShapeArgs {
         }
         if self.lenient {
             opts.mode = Mode::Lenient;
+        }
+        if self.any_order {
+            opts.property_order = PropertyOrder::Any;
         }
         Ok(opts)
     }

@@ -245,6 +245,21 @@ fn accepts_valid_instances_and_validates_them_too() {
 }
 
 #[test]
+fn any_order_accepts_properties_in_any_order_but_once() {
+    let reordered = r#"{"role":"employee","age":36,"name":"Ada"}"#;
+    let o = accepts("person", &smollm2(), &["--whitespace", "compact"], reordered);
+    assert_eq!(code(&o), 1, "schema order by default: {}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("post-hoc validation: valid"), "{}", stdout(&o));
+    let o = accepts("person", &smollm2(), &["--whitespace", "compact", "--any-order"], reordered);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    // A key written twice is refused by the grammar.
+    let twice = r#"{"role":"employee","name":"Ada","role":"other"}"#;
+    let o = accepts("person", &smollm2(), &["--whitespace", "compact", "--any-order"], twice);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("rejected: token"), "{}", stdout(&o));
+}
+
+#[test]
 fn accepts_rejects_invalid_instances_with_both_verdicts() {
     let o = accepts("person", &smollm2(), &["--whitespace", "compact"], r#"{"name":"Bob","age":-1,"role":"employee"}"#);
     assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));

@@ -14,7 +14,7 @@ use crate::ecma::full_match_hir;
 use crate::escape::{escape_hir, json_string, length_hir};
 use crate::numbers::{decimal_range_regex, int_range_regex, Decimal};
 use crate::resolve::{escape_pointer_token, Loc, Resources};
-use crate::{CompiledSchema, Draft, Mode, SchemaError, SchemaOptions, Unenforced, Whitespace};
+use crate::{CompiledSchema, Draft, Mode, PropertyOrder, SchemaError, SchemaOptions, Unenforced, Whitespace};
 
 /// Interned schema location.
 type Sid = u32;
@@ -112,6 +112,9 @@ struct Node {
     members: Vec<Sid>,
     /// (keyword, pointer) pairs left unenforced, decided by the branch emitter.
     unsupported: Vec<(String, String, String)>,
+    /// Negated `{required: names}` (from `not` or an exclusive `oneOf`): an object in which
+    /// at least one of the names is absent. (names, keyword, pointer)
+    not_required: Vec<(Vec<String>, String, String)>,
 }
 
 struct Style {
@@ -550,6 +553,28 @@ impl<'o> Ctx<'o> {
         for k in ["anyOf", "oneOf"] {
             if let Some(Value::Array(arr)) = m.get(k) {
                 let alts: Vec<Sid> = (0..arr.len()).map(|i| self.child(sid, &[k, &i.to_string()])).collect();
+                // oneOf of `{required: [...]}` branches: each branch also negates the others
+                // (an object missing one of their names), which is exact.
+                let exclusive = k == "oneOf" && alts.len() > 1 && alts.iter().all(|&a| required_only(&self.schema(a)).is_some());
+                if exclusive {
+                    let mut next = Vec::new();
+                    for br in branches {
+                        for &a in &alts {
+                            let mut bs = self.add_member(vec![br.clone()], (a, false))?;
+                            for &o in alts.iter().filter(|&&o| o != a) {
+                                bs = self.add_each(bs, (o, true))?;
+                            }
+                            next.extend(bs);
+                            if next.len() > self.opts.limits.max_branches {
+                                let p = self.ptr(sid);
+                                let reason = format!("more than {} combinations of {k} branches (limit max_branches)", self.opts.limits.max_branches);
+                                return Err(SchemaError::TooLarge { pointer: p, reason });
+                            }
+                        }
+                    }
+                    branches = next;
+                    continue;
+                }
                 if k == "oneOf" && alts.len() > 1 && !self.disjoint(&alts)? {
                     let p = self.ptr(sid);
                     self.unenforced("oneOf", &p, "branches that may overlap are treated as anyOf")?;
@@ -697,6 +722,16 @@ impl<'o> Ctx<'o> {
                 match &*v {
                     Value::Bool(true) => return Ok(None),
                     Value::Bool(false) => {}
+                    Value::Object(_) if required_only(&v).is_some() => {
+                        let names = required_only(&v).unwrap_or_default();
+                        if names.is_empty() {
+                            return Ok(None);
+                        }
+                        // `required` holds for every non-object: its negation is an object.
+                        node.types &= T_OBJ;
+                        let p = self.ptr(sid);
+                        node.not_required.push((names, "oneOf".into(), p));
+                    }
                     Value::Object(m) => {
                         // not (type ∧ values) = not type ∨ not values: only the single-keyword
                         // forms are exact; others are rejected by is_simple_negatable callers.
@@ -739,6 +774,11 @@ impl<'o> Ctx<'o> {
                 }
                 if !self.value_satisfies(&v, &node.members)? {
                     continue;
+                }
+                if let Value::Object(o) = &v {
+                    if node.not_required.iter().any(|(names, _, _)| names.iter().all(|n| o.contains_key(n))) {
+                        continue;
+                    }
                 }
                 let fresh = match &v {
                     Value::String(text) => strings.insert(text.clone()),
@@ -935,10 +975,15 @@ impl<'o> Ctx<'o> {
                             }
                             _ => {}
                         }
-                    } else if let Some(t) = self.not_required(&nv) {
-                        // not {required: [a]}: handled by the object emitter through a marker.
-                        let _ = t;
-                        node.unsupported.push(("not".into(), ptr.clone(), "only `not` of type/const/enum is enforced".into()));
+                    } else if let Some(names) = required_only(&nv) {
+                        // not {required: names}: an object missing one of them (the object
+                        // emitter tracks the names).
+                        if names.is_empty() {
+                            node.types = 0;
+                        } else {
+                            node.types &= T_OBJ;
+                            node.not_required.push((names, "not".into(), ptr.clone()));
+                        }
                     } else {
                         node.unsupported.push(("not".into(), ptr.clone(), "only `not` of type/const/enum is enforced".into()));
                     }
@@ -950,10 +995,6 @@ impl<'o> Ctx<'o> {
         // keywords outside every known vocabulary are annotations.
         let _ = IGNORED;
         Ok(())
-    }
-
-    fn not_required(&self, _v: &Value) -> Option<()> {
-        None
     }
 
     fn bound(&self, node: &mut Node, lower: bool, d: Decimal, exclusive: bool) {
@@ -1076,6 +1117,18 @@ impl<'o> Ctx<'o> {
         let min = node.num.min.as_ref().map(|(d, e)| (d, !*e));
         let max = node.num.max.as_ref().map(|(d, e)| (d, !*e));
         let int_only = types & T_FRAC == 0;
+        // An integer value may be written with a zero fraction (`6000.0`, serde_json's form
+        // of a whole f64): a number, and an integer from draft 6 on (draft 4 says it is not).
+        let draft = node.members.first().map_or(self.opts.default_draft, |&s| self.draft(s));
+        let zero_frac = !int_only || draft >= Draft::Draft6;
+        let int_tail = |e: Expr| -> Expr {
+            if zero_frac {
+                seq(vec![e, Expr::Regex(r"(?:\.0+)?".into())])
+            } else {
+                e
+            }
+        };
+        let int_regex = |r: String| regex_expr(r).map(int_tail);
         let mut mult: Vec<(Decimal, String)> = node.num.multiple_of.clone();
         mult.retain(|(d, _)| !(d.int == "1" && d.frac.is_empty() && d.is_integer()) || !int_only);
         let int_bounds = || {
@@ -1087,7 +1140,7 @@ impl<'o> Ctx<'o> {
             if int_only {
                 let (lo, hi) = int_bounds();
                 let r = int_range_regex(lo.as_ref(), hi.as_ref());
-                return Ok(regex_expr(r));
+                return Ok(int_regex(r));
             }
             if min.is_none() && max.is_none() {
                 let frac = if types & T_INT == 0 {
@@ -1106,7 +1159,7 @@ impl<'o> Ctx<'o> {
                 None => {
                     // Only integers within the bounds (sound, narrower).
                     let (lo, hi) = int_bounds();
-                    regex_expr(int_range_regex(lo.as_ref(), hi.as_ref()))
+                    int_regex(int_range_regex(lo.as_ref(), hi.as_ref()))
                 }
             });
         }
@@ -1133,7 +1186,7 @@ impl<'o> Ctx<'o> {
                             lits.push(lit(&x.to_string()));
                             x += k as i128;
                         }
-                        return Ok(alt(lits));
+                        return Ok(alt(lits).map(int_tail));
                     }
                     if h < l {
                         return Ok(None);
@@ -1141,11 +1194,11 @@ impl<'o> Ctx<'o> {
                 }
             }
             if k <= 1 {
-                return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+                return Ok(int_regex(int_range_regex(lo.as_ref(), hi.as_ref())));
             }
             if k > 1000 {
                 self.unenforced("multipleOf", &ptr, "multiples above 1000 with wide bounds")?;
-                return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+                return Ok(int_regex(int_range_regex(lo.as_ref(), hi.as_ref())));
             }
             // Sign from the bounds; other bounds are not combined with the digit automaton.
             let zero = Decimal::parse("0").unwrap();
@@ -1165,30 +1218,29 @@ impl<'o> Ctx<'o> {
             if !nonneg {
                 alts.push(seq(vec![lit("-"), digits]));
             }
-            return Ok(alt(alts));
+            return Ok(alt(alts).map(int_tail));
         }
         // Fractional multiples: 10^-j gives at most j decimal places.
         let d = &mult[0].0;
         let pow10 = d.int == "0" && d.frac.ends_with('1') && d.frac[..d.frac.len() - 1].bytes().all(|b| b == b'0');
         if mult.len() == 1 && pow10 && min.is_none() && max.is_none() {
             let j = d.frac.len();
-            let r = if int_only {
-                r"-?(?:0|[1-9][0-9]*)".to_string()
-            } else {
-                format!(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]{{1,{j}}})?")
-            };
-            return Ok(regex_expr(r));
+            // Trailing zeros beyond the j places keep the value a multiple (`1.50`).
+            if int_only {
+                return Ok(int_regex(r"-?(?:0|[1-9][0-9]*)".to_string()));
+            }
+            return Ok(regex_expr(format!(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]{{1,{j}}}0*)?")));
         }
         self.unenforced("multipleOf", &ptr, "fractional multiples other than a power of ten without bounds")?;
         if int_only {
             let (lo, hi) = int_bounds();
-            return Ok(regex_expr(int_range_regex(lo.as_ref(), hi.as_ref())));
+            return Ok(int_regex(int_range_regex(lo.as_ref(), hi.as_ref())));
         }
         Ok(match decimal_range_regex(min, max) {
             Some(r) => regex_expr(r),
             None => {
                 let (lo, hi) = int_bounds();
-                regex_expr(int_range_regex(lo.as_ref(), hi.as_ref()))
+                int_regex(int_range_regex(lo.as_ref(), hi.as_ref()))
             }
         })
     }
@@ -1698,6 +1750,8 @@ impl<'o> Ctx<'o> {
         // 100,000 properties).
         let mut in_order: std::collections::HashSet<String> = Default::default();
         let mut required: BTreeSet<String> = BTreeSet::new();
+        // `required` names in document order (the set above is for membership tests).
+        let mut required_order: Vec<String> = Vec::new();
         let mut min_props: u64 = 0;
         let mut max_props: Option<u64> = None;
         let mut deps: Vec<(String, Vec<String>)> = Vec::new();
@@ -1735,7 +1789,9 @@ impl<'o> Ctx<'o> {
             }
             if let Some(Value::Array(r)) = m.get("required") {
                 for x in r.iter().filter_map(Value::as_str) {
-                    required.insert(x.to_string());
+                    if required.insert(x.to_string()) {
+                        required_order.push(x.to_string());
+                    }
                 }
             }
             for (k, slot_min) in [("minProperties", true), ("maxProperties", false)] {
@@ -1772,7 +1828,7 @@ impl<'o> Ctx<'o> {
             members.push(mo);
         }
         // Declared names: properties in order, then required, then dependency names.
-        for r in &required {
+        for r in &required_order {
             if in_order.insert(r.clone()) {
                 order.push(r.clone());
             }
@@ -1790,6 +1846,22 @@ impl<'o> Ctx<'o> {
                     order.push(n.clone());
                 }
             }
+        }
+        // Negated `required`: the names not already required, of which one must be absent
+        // (none left: no object qualifies). They become declared names, so that no extra
+        // property can carry them.
+        let mut absent_groups: Vec<(Vec<String>, String, String)> = Vec::new();
+        for (names, kw, p) in &node.not_required {
+            let rest: Vec<String> = names.iter().filter(|n| !required.contains(*n)).cloned().collect();
+            if rest.is_empty() {
+                return Ok(None);
+            }
+            for n in &rest {
+                if in_order.insert(n.clone()) {
+                    order.push(n.clone());
+                }
+            }
+            absent_groups.push((rest, kw.clone(), p.clone()));
         }
         let cd = self.child_depth(depth);
         // Value grammar of each declared name.
@@ -1829,12 +1901,29 @@ impl<'o> Ctx<'o> {
             }
             declared.push((name.clone(), e));
         }
+        // A group of one name: that name is forbidden.
+        for (g, _, _) in &absent_groups {
+            if let [single] = g.as_slice() {
+                if let Some(d) = declared.iter_mut().find(|(n, _)| n == single) {
+                    d.1 = None;
+                }
+            }
+        }
+        let absent_groups: Vec<(Vec<String>, String, String)> = absent_groups.into_iter().filter(|(g, _, _)| g.len() > 1).collect();
         // Extra properties.
         let extras = self.extra_properties(&members.iter().map(|m| (m.sid, m.patterns.clone(), m.additional, m.unevaluated, m.property_names)).collect::<Vec<_>>(), &order, cd)?;
         // The chain.
         let names: Vec<String> = declared.iter().map(|(n, _)| n.clone()).collect();
+        let any_order = self.any_order(node, declared.len(), extras.is_some(), min_props, max_props)?;
+        let index_of = |n: &String| names.iter().position(|x| x == n);
+        let absent: Vec<Vec<usize>> = absent_groups.iter().map(|(g, _, _)| g.iter().filter_map(index_of).collect()).collect();
         let relevant: Vec<usize> = {
             let mut r: Vec<usize> = Vec::new();
+            for i in absent.iter().flatten() {
+                if !r.contains(i) {
+                    r.push(*i);
+                }
+            }
             for (a, bs) in &deps {
                 for n in std::iter::once(a).chain(bs.iter()) {
                     if let Some(i) = names.iter().position(|x| x == n) {
@@ -1846,9 +1935,18 @@ impl<'o> Ctx<'o> {
             }
             r
         };
-        if relevant.len() > 12 {
-            let p = self.ptr(node.members[0]);
-            self.unenforced("dependentRequired", &p, "more than 12 properties involved")?;
+        // The chain tracks at most 12 names (any order tracks them all).
+        if !any_order && relevant.len() > 12 {
+            for ((g, kw, p), idx) in absent_groups.iter().zip(&absent) {
+                if idx.iter().any(|i| relevant.iter().position(|r| r == i).is_none_or(|b| b >= 12)) {
+                    let reason = format!("more than 12 properties to track: objects with the tracked names of {g:?} are refused even when an untracked one is absent");
+                    self.unenforced(kw, p, &reason)?;
+                }
+            }
+            if !deps.is_empty() {
+                let p = self.ptr(node.members[0]);
+                self.unenforced("dependentRequired", &p, "more than 12 properties involved")?;
+            }
         }
         let relevant: Vec<usize> = relevant.into_iter().take(12).collect();
         let cap = if max_props.is_some() || min_props > 0 {
@@ -1856,7 +1954,7 @@ impl<'o> Ctx<'o> {
         } else {
             0
         };
-        if cap > 64 && declared.len() > 64 {
+        if !any_order && cap > 64 && declared.len() > 64 {
             let p = self.ptr(node.members[0]);
             self.unenforced("maxProperties", &p, "counts above 64 with many properties")?;
         }
@@ -1871,6 +1969,7 @@ impl<'o> Ctx<'o> {
                     Some((ai, bis, bs.is_empty()))
                 })
                 .collect(),
+            absent,
             relevant,
             cap,
             min_props,
@@ -1880,11 +1979,131 @@ impl<'o> Ctx<'o> {
             base: sanitize(&self.ptr(node.members.first().copied().unwrap_or(0))),
             pointer: self.ptr(node.members.first().copied().unwrap_or(0)),
         };
-        let body = self.chain_rule(&chain)?;
+        let body = if any_order { self.any_order_rule(&chain)? } else { self.chain_rule(&chain)? };
         Ok(body.map(|b| {
             let name = format!("{}-object", chain.base);
             Expr::Rule(self.add_rule(&name, no_inline(seq(vec![lit("{"), b]))))
         }))
+    }
+
+    /// Whether this object's members may come in any order ([`PropertyOrder::Any`]): only
+    /// up to `SchemaLimits::max_any_order_properties` declared names and 16 counted extra
+    /// members. Above: an error (strict) or schema order with a warning (lenient).
+    fn any_order(&mut self, node: &Node, n: usize, extras: bool, min_props: u64, max_props: Option<u64>) -> Result<bool, SchemaError> {
+        if self.opts.property_order != PropertyOrder::Any {
+            return Ok(false);
+        }
+        let limit = self.opts.limits.max_any_order_properties;
+        let counted = if extras { any_order_extra_cap(min_props, max_props) } else { 0 };
+        let why = if n > limit {
+            format!("{n} declared properties, more than {limit} (limit max_any_order_properties)")
+        } else if counted > ANY_ORDER_MAX_COUNTED {
+            format!(
+                "extra properties counted up to {counted} by minProperties/maxProperties, more than {ANY_ORDER_MAX_COUNTED} (with limit max_any_order_properties)"
+            )
+        } else {
+            return Ok(true);
+        };
+        let pointer = node.members.first().map(|&s| self.ptr(s)).unwrap_or_default();
+        match self.opts.mode {
+            Mode::Strict => Err(SchemaError::TooLarge { pointer, reason: format!("property order Any: {why}") }),
+            Mode::Lenient => {
+                let reason = format!("property order Any is not applied ({why}): key order is fixed to schema order here");
+                self.unenforced("properties", &pointer, &reason)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// The members of an object in any order ([`PropertyOrder::Any`]): one rule per
+    /// reachable `(set of declared names written, extra members written)`, the extras
+    /// counted up to what `minProperties`/`maxProperties` need (else only "some or none").
+    /// Extra keys never spell a declared name, so each declared name appears at most once.
+    fn any_order_rule(&mut self, ch: &Chain) -> Result<Option<Expr>, SchemaError> {
+        let n = ch.declared.len();
+        let has_extras = ch.extras.is_some();
+        let emax: u64 = if has_extras { any_order_extra_cap(ch.min_props, ch.max_props) } else { 0 };
+        let width = emax as usize + 1;
+        let states = (1usize << n) * width;
+        let idx = |set: usize, e: u64| set * width + e as usize;
+        let required: Vec<usize> = (0..n).filter(|&i| ch.required.contains(&ch.declared[i].0)).collect();
+        let count = |set: usize, e: u64| set.count_ones() as u64 + e;
+        let room = |set: usize, e: u64| ch.max_props.is_none_or(|m| count(set, e) < m);
+        let next_e = |e: u64| (e + 1).min(emax);
+        let can_close = |set: usize, e: u64| {
+            let has = |j: usize| set & (1 << j) != 0;
+            required.iter().all(|&j| has(j))
+                && ch.deps.iter().all(|(a, bs, absent)| !has(*a) || (!*absent && bs.iter().all(|&b| has(b))))
+                && !ch.absent.iter().any(|g| g.iter().all(|&j| has(j)))
+                && count(set, e) >= ch.min_props
+                && ch.max_props.is_none_or(|m| count(set, e) <= m)
+        };
+        // Which states can finish: successors have a larger set, or the same set and more
+        // extras (or the same state, which adds nothing).
+        let mut viable = vec![false; states];
+        for set in (0..1usize << n).rev() {
+            for e in (0..=emax).rev() {
+                let mut v = can_close(set, e);
+                if !v && room(set, e) {
+                    v = (has_extras && next_e(e) != e && viable[idx(set, next_e(e))])
+                        || (0..n).any(|i| set & (1 << i) == 0 && ch.declared[i].1.is_some() && viable[idx(set | (1 << i), e)]);
+                }
+                viable[idx(set, e)] = v;
+            }
+        }
+        if !viable[idx(0, 0)] {
+            return Ok(None);
+        }
+        // Rules for the viable states reachable from the start.
+        let mut rule: Vec<Option<RuleId>> = vec![None; states];
+        let mut stack = vec![(0usize, 0u64)];
+        let mut order = Vec::new();
+        while let Some((set, e)) = stack.pop() {
+            let k = idx(set, e);
+            if rule[k].is_some() {
+                continue;
+            }
+            let name = format!("{}-any-{set}-{e}", ch.base);
+            rule[k] = Some(self.add_rule(&name, Expr::Alt(vec![])));
+            order.push((set, e));
+            if room(set, e) {
+                if has_extras && viable[idx(set, next_e(e))] {
+                    stack.push((set, next_e(e)));
+                }
+                for i in 0..n {
+                    if set & (1 << i) == 0 && ch.declared[i].1.is_some() && viable[idx(set | (1 << i), e)] {
+                        stack.push((set | (1 << i), e));
+                    }
+                }
+            }
+            if order.len() % 1024 == 0 {
+                self.check_budget(&ch.pointer)?;
+            }
+        }
+        let d = ch.depth;
+        for (set, e) in order {
+            let any = set != 0 || e > 0;
+            let pre = if any { self.item_sep(d) } else { self.first_prefix(d) };
+            let mut alts = Vec::new();
+            if room(set, e) {
+                for i in 0..n {
+                    let (name, value) = &ch.declared[i];
+                    let (Some(v), false) = (value, set & (1 << i) != 0) else { continue };
+                    if let Some(r) = rule[idx(set | (1 << i), e)] {
+                        alts.push(seq(vec![pre.clone(), lit(&json_string(name)), self.key_sep(), v.clone(), Expr::Rule(r)]));
+                    }
+                }
+                if let (Some(kv), Some(r)) = (&ch.extras, rule[idx(set, next_e(e))]) {
+                    alts.push(seq(vec![pre.clone(), kv.clone(), Expr::Rule(r)]));
+                }
+            }
+            if can_close(set, e) {
+                alts.push(if any { seq(vec![self.close_prefix(d), lit("}")]) } else { seq(vec![self.empty_inside(), lit("}")]) });
+            }
+            let id = rule[idx(set, e)].expect("made above");
+            self.g.set_body(id, no_inline(Expr::Alt(alts)));
+        }
+        Ok(rule[idx(0, 0)].map(Expr::Rule))
     }
 
     fn name_ok(&mut self, pn: Sid, name: &str) -> Result<bool, SchemaError> {
@@ -1910,11 +2129,23 @@ impl<'o> Ctx<'o> {
         let mut value_conj = Conj::new();
         let mut pattern_member: Option<(Sid, Vec<(String, Sid)>, bool)> = None;
         let mut key_lang: Option<Hir> = None;
+        // No extras at all: nothing to say about the keywords below.
+        for (_, patterns, additional, unevaluated, property_names) in members {
+            let add = additional.or(*unevaluated);
+            if patterns.is_empty() && add.is_some_and(|a| *self.schema(a) == Value::Bool(false)) {
+                return Ok(None);
+            }
+            if property_names.is_some_and(|pn| *self.schema(pn) == Value::Bool(false)) {
+                return Ok(None);
+            }
+        }
         for (sid, patterns, additional, unevaluated, property_names) in members {
             let add = additional.or(*unevaluated);
             if !patterns.is_empty() {
                 if pattern_member.is_some() {
-                    // Two members with patternProperties: keep extras out (sound, narrower).
+                    // Two members with patternProperties: keep extras out (narrower, said).
+                    let p = self.ptr(*sid);
+                    self.unenforced("patternProperties", &p, "extra properties under patternProperties of several subschemas are not generated")?;
                     return Ok(None);
                 }
                 let add_false = add.is_some_and(|a| *self.schema(a) == Value::Bool(false));
@@ -1929,25 +2160,42 @@ impl<'o> Ctx<'o> {
                 match self.simple_string_lang(*pn)? {
                     Some(h) => {
                         if key_lang.is_some() {
+                            let p = self.ptr(*pn);
+                            self.unenforced("propertyNames", &p, "extra properties under several propertyNames are not generated")?;
                             return Ok(None);
                         }
-                        // The extra names must avoid the declared ones: fine when no declared
-                        // name is in the language.
-                        if declared.iter().any(|d| hir_matches(&h, d)) {
-                            return Ok(None);
-                        }
+                        // The extra names must avoid the declared ones.
+                        let Some(h) = self.minus_declared(h, declared, *pn, "propertyNames")? else { return Ok(None) };
                         key_lang = Some(h);
                     }
-                    None => return Ok(None),
+                    None => {
+                        let p = self.ptr(*pn);
+                        self.unenforced("propertyNames", &p, "extra properties under this propertyNames are not generated")?;
+                        return Ok(None);
+                    }
                 }
             }
         }
         let sep = self.key_sep();
-        if let Some((sid, patterns, _add_false)) = pattern_member {
-            // Keys from each pattern (no declared name may match it), value = its schema and
-            // the others' additionalProperties. Keys matching no pattern are left out.
+        if let Some((sid, patterns, add_false)) = pattern_member {
+            // Keys from each pattern (minus the declared names), value = its schema and the
+            // others' additionalProperties. Keys matching no pattern are left out: said
+            // unless additionalProperties is false or a pattern matches every name.
             if key_lang.is_some() {
+                let p = self.ptr(sid);
+                self.unenforced("patternProperties", &p, "extra properties under both patternProperties and propertyNames are not generated")?;
                 return Ok(None);
+            }
+            if !add_false {
+                let mut universal = false;
+                for (p, _) in &patterns {
+                    let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
+                    universal |= crate::hirset::surely_universal(&hir);
+                }
+                if !universal {
+                    let p = self.ptr(sid);
+                    self.unenforced("additionalProperties", &p, "extra properties matching no patternProperties pattern are not generated")?;
+                }
             }
             if patterns.len() > 1 {
                 let p = self.ptr(sid);
@@ -1956,9 +2204,7 @@ impl<'o> Ctx<'o> {
             let mut alts = Vec::new();
             for (p, psid) in patterns {
                 let hir = full_match_hir(&p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
-                if declared.iter().any(|d| hir_matches(&hir, d)) {
-                    continue;
-                }
+                let Some(hir) = self.minus_declared(hir, declared, sid, "patternProperties")? else { continue };
                 let mut c = value_conj.clone();
                 c.insert((psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
@@ -1977,6 +2223,24 @@ impl<'o> Ctx<'o> {
         };
         let kv = seq(vec![lit("\""), key, lit("\""), sep, v]);
         Ok(Some(Expr::Rule(self.add_rule("extra-property", kv))))
+    }
+
+    /// A key language without the declared names (extra properties never repeat one);
+    /// `None` when nothing is left, or (with a warning) when the difference is too large.
+    fn minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Hir>, SchemaError> {
+        let hit: Vec<String> = declared.iter().filter(|d| hir_matches(&h, d)).cloned().collect();
+        if hit.is_empty() {
+            return Ok(Some(h));
+        }
+        match crate::hirset::minus_words(&h, &hit, 20_000) {
+            Some(m) if m.properties().minimum_len().is_none() => Ok(None),
+            Some(m) => Ok(Some(m)),
+            None => {
+                let p = self.ptr(sid);
+                self.unenforced(keyword, &p, "extra names that a pattern shares with declared properties are not generated")?;
+                Ok(None)
+            }
+        }
     }
 
     /// The key language of a `propertyNames` schema of simple string form.
@@ -2114,6 +2378,12 @@ impl<'o> Ctx<'o> {
         if !deps_ok {
             return None;
         }
+        // Negated `required`: one name of each group absent (names beyond the 12 tracked
+        // count as present: narrower, said at compile time).
+        let all_present = |g: &Vec<usize>| g.iter().all(|&j| !ch.relevant.contains(&j) || present(j));
+        if ch.absent.iter().any(all_present) {
+            return None;
+        }
         let need = ch.min_props.saturating_sub(count);
         let cap = ch.max_props.map(|m| m.saturating_sub(count));
         if ch.max_props.is_some_and(|m| count > m) {
@@ -2163,6 +2433,8 @@ struct Chain {
     required: BTreeSet<String>,
     /// (name index, required name indices, "name must be absent")
     deps: Vec<(usize, Vec<usize>, bool)>,
+    /// Groups of name indices of which one at least must be absent (negated `required`).
+    absent: Vec<Vec<usize>>,
     relevant: Vec<usize>,
     cap: u64,
     min_props: u64,
@@ -2220,6 +2492,36 @@ impl Sig {
         }
         false
     }
+}
+
+/// With [`PropertyOrder::Any`], the most extra members an object's grammar counts.
+const ANY_ORDER_MAX_COUNTED: u64 = 16;
+
+/// How far [`PropertyOrder::Any`] counts extra members: up to `maxProperties` (none may
+/// follow), else up to `minProperties` (more are free), and at least 1 ("any written yet").
+fn any_order_extra_cap(min_props: u64, max_props: Option<u64>) -> u64 {
+    max_props.unwrap_or(min_props).max(1)
+}
+
+/// The names of a schema that only says `required` (annotations aside): its negation is
+/// "an object missing one of them".
+fn required_only(v: &Value) -> Option<Vec<String>> {
+    let Value::Object(m) = v else { return None };
+    let ok = m.keys().all(|k| {
+        matches!(k.as_str(), "required" | "title" | "description" | "$comment" | "default" | "examples" | "deprecated" | "readOnly" | "writeOnly")
+    });
+    if !ok {
+        return None;
+    }
+    let names = m.get("required")?.as_array()?;
+    let mut out: Vec<String> = Vec::new();
+    for n in names {
+        let n = n.as_str()?;
+        if !out.iter().any(|x| x == n) {
+            out.push(n.to_string());
+        }
+    }
+    Some(out)
 }
 
 fn types_of(t: &Value) -> u8 {

@@ -382,13 +382,6 @@ fn any_star() -> Hir {
     })
 }
 
-fn is_start(h: &Hir) -> bool {
-    matches!(h.kind(), HirKind::Look(Look::Start))
-}
-fn is_end(h: &Hir) -> bool {
-    matches!(h.kind(), HirKind::Look(Look::End))
-}
-
 fn has_look(h: &Hir) -> bool {
     match h.kind() {
         HirKind::Look(_) => true,
@@ -399,53 +392,93 @@ fn has_look(h: &Hir) -> bool {
     }
 }
 
-/// `.* h .*` with the anchors at the edges of `h` consumed.
-fn unanchor(h: &Hir) -> Result<Hir, PatternError> {
-    match h.kind() {
-        HirKind::Alternation(v) => Ok(Hir::alternation(v.iter().map(unanchor).collect::<Result<_, _>>()?)),
-        HirKind::Capture(c) => unanchor(&c.sub),
-        HirKind::Look(Look::Start) | HirKind::Look(Look::End) => Ok(any_star()),
+const INNER_ANCHOR: &str = "anchors (^, $) or assertions inside the pattern are not supported";
+
+/// One way of matching: whether it starts at the start of the string (`^`), the body (no
+/// assertions), whether it ends at the end (`$`).
+type Piece = (bool, Hir, bool);
+
+fn is_empty(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Empty)
+}
+
+/// At most one piece per pair of anchor flags, bodies of the same flags merged.
+fn merge(pieces: Vec<Piece>) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::new();
+    for flags in [(false, false), (true, false), (false, true), (true, true)] {
+        let bodies: Vec<Hir> = pieces.iter().filter(|p| (p.0, p.2) == flags).map(|p| p.1.clone()).collect();
+        if !bodies.is_empty() {
+            out.push((flags.0, Hir::alternation(bodies), flags.1));
+        }
+    }
+    out
+}
+
+/// `h` as pieces: `^` and `$` are allowed where they are at the start (end) of every match
+/// of the alternative they sit in: `^a|b$`, `^(a|b)$`, `^$|^\d+$`, `(^a|b)c` (`^` leading
+/// its alternative of a leading group); anywhere else they are refused.
+fn pieces(h: &Hir) -> Result<Vec<Piece>, PatternError> {
+    Ok(match h.kind() {
+        HirKind::Look(Look::Start) => vec![(true, Hir::empty(), false)],
+        HirKind::Look(Look::End) => vec![(false, Hir::empty(), true)],
+        HirKind::Look(_) => return Err(PatternError(INNER_ANCHOR.into())),
+        HirKind::Capture(c) => pieces(&c.sub)?,
+        HirKind::Alternation(v) => {
+            let mut all = Vec::new();
+            for x in v {
+                all.extend(pieces(x)?);
+            }
+            merge(all)
+        }
         HirKind::Concat(v) => {
-            let mut items: Vec<Hir> = v.clone();
-            let mut left = false;
-            let mut right = false;
-            while items.first().is_some_and(is_start) {
-                items.remove(0);
-                left = true;
+            let mut acc: Vec<Piece> = vec![(false, Hir::empty(), false)];
+            for x in v {
+                let next = pieces(x)?;
+                let mut out = Vec::new();
+                for (l1, b1, r1) in &acc {
+                    for (l2, b2, r2) in &next {
+                        // `^` after something that may consume text, `$` before it: refused
+                        // (only empty bodies can sit on the wrong side of an anchor).
+                        if *l2 && (!is_empty(b1) || *r1 && !is_empty(b2)) {
+                            return Err(PatternError(INNER_ANCHOR.into()));
+                        }
+                        if *r1 && !is_empty(b2) {
+                            return Err(PatternError(INNER_ANCHOR.into()));
+                        }
+                        out.push((*l1 || *l2, Hir::concat(vec![b1.clone(), b2.clone()]), *r1 || *r2));
+                    }
+                }
+                acc = merge(out);
             }
-            while items.last().is_some_and(is_end) {
-                items.pop();
-                right = true;
-            }
-            // `^(a|b$)` and friends: an alternation or group at an anchored edge.
-            if items.len() == 1 && !has_look_at_edges_only(&items[0]) {
-                // fall through to the general check below
-            }
-            if items.iter().any(has_look) {
-                // One inner group with anchors inside at an edge, e.g. `(^a|^b)c`: not worth it.
-                return Err(PatternError("anchors (^, $) or assertions inside the pattern are not supported".into()));
-            }
-            let mut out = Vec::new();
-            if !left {
-                out.push(any_star());
-            }
-            out.extend(items);
-            if !right {
-                out.push(any_star());
-            }
-            Ok(Hir::concat(out))
+            acc
         }
         _ => {
             if has_look(h) {
-                return Err(PatternError("anchors (^, $) or assertions inside the pattern are not supported".into()));
+                return Err(PatternError(INNER_ANCHOR.into()));
             }
-            Ok(Hir::concat(vec![any_star(), h.clone(), any_star()]))
+            vec![(false, h.clone(), false)]
         }
-    }
+    })
 }
 
-fn has_look_at_edges_only(_h: &Hir) -> bool {
-    false
+/// The full-match language of "`h` matches somewhere": each piece gets `.*` on its
+/// unanchored sides.
+fn unanchor(h: &Hir) -> Result<Hir, PatternError> {
+    let alts: Vec<Hir> = pieces(h)?
+        .into_iter()
+        .map(|(l, body, r)| {
+            let mut out = Vec::new();
+            if !l {
+                out.push(any_star());
+            }
+            out.push(body);
+            if !r {
+                out.push(any_star());
+            }
+            Hir::concat(out)
+        })
+        .collect();
+    Ok(Hir::alternation(alts))
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ mod compile;
 mod ecma;
 mod escape;
 mod formats;
+mod hirset;
 mod numbers;
 mod resolve;
 mod validate;
@@ -81,6 +82,30 @@ pub enum PropertyOrder {
     /// names that `properties` lacks), extra properties after them.
     #[default]
     SchemaOrder,
+    /// Declared properties in any order, each at most once, the required ones present;
+    /// extra properties (`additionalProperties`/`patternProperties`) anywhere among them.
+    /// The grammar needs one rule per subset of declared names already written (2^n), so
+    /// this holds for objects of at most [`SchemaLimits::max_any_order_properties`]
+    /// declared names; above it, strict mode refuses the schema
+    /// ([`SchemaError::TooLarge`]) and lenient mode keeps schema order for that object,
+    /// with a warning.
+    ///
+    /// ```
+    /// use stencil_schema::{compile_schema, PropertyOrder, SchemaOptions};
+    /// let schema = serde_json::json!({
+    ///     "type": "object",
+    ///     "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    ///     "required": ["a"],
+    ///     "additionalProperties": false
+    /// });
+    /// let options = SchemaOptions { property_order: PropertyOrder::Any, ..SchemaOptions::compact() };
+    /// let compiled = compile_schema(&schema, &options).unwrap();
+    /// let r = stencil_grammar::reference::Recognizer::new(&compiled.grammar).unwrap();
+    /// assert!(r.matches(br#"{"b":2,"a":1}"#));
+    /// assert!(!r.matches(br#"{"b":2}"#));
+    /// assert!(!r.matches(br#"{"a":1,"a":1}"#));
+    /// ```
+    Any,
 }
 
 /// What to do with a keyword that constrains instances but that the grammar cannot enforce.
@@ -215,6 +240,12 @@ pub struct SchemaLimits {
     pub max_repetition: u64,
     /// Wall-clock time compiling may take. Default 10 s.
     pub max_compile_time: std::time::Duration,
+    /// With [`PropertyOrder::Any`], the most declared names (`properties`, `required`,
+    /// dependency names) an object may have: its grammar has one rule per subset of them
+    /// (2^n), times the extra-property counts that `minProperties`/`maxProperties` make it
+    /// track (at most 16 of those). Default 8. Above it: [`SchemaError::TooLarge`] in
+    /// strict mode, schema order with a warning in lenient mode.
+    pub max_any_order_properties: usize,
 }
 
 impl Default for SchemaLimits {
@@ -225,6 +256,7 @@ impl Default for SchemaLimits {
             max_rules: 200_000,
             max_repetition: 10_000,
             max_compile_time: std::time::Duration::from_secs(10),
+            max_any_order_properties: 8,
         }
     }
 }
