@@ -7,6 +7,7 @@
 //! far is a viable prefix.
 
 mod nfa;
+mod split;
 
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
@@ -91,6 +92,21 @@ impl Automaton {
     /// Compiles `grammar`, resolving token references against `vocab`.
     pub fn compile(grammar: &Grammar, vocab: &Vocabulary, limits: &Limits) -> Result<Self, CompileError> {
         let started = std::time::Instant::now();
+        let trace = std::env::var_os("STENCIL_TRACE_COMPILE").is_some();
+        let mut last = started;
+        let mut phase = |name: &str, extra: String| {
+            if trace {
+                let now = std::time::Instant::now();
+                eprintln!("  {name}: {:.2} ms {extra}", (now - last).as_secs_f64() * 1e3);
+                last = now;
+            }
+        };
+        if grammar.root.0 as usize >= grammar.rules.len() {
+            return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
+        }
+        check_references(grammar)?;
+        let split = split::split_long_repetitions(grammar, limits);
+        let grammar = split.as_ref().unwrap_or(grammar);
         let n_rules = grammar.rules.len();
         if grammar.root.0 as usize >= n_rules {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
@@ -128,6 +144,7 @@ impl Automaton {
                 nfas.push(if inline[r] { None } else { Some(builder.build_rule(RuleId(r as u32))?) });
             }
         }
+        phase("nfa", format!("{} nfa states", nfas.iter().flatten().map(|n| n.edges.len()).sum::<usize>()));
         // The synthetic start rule: start --root--> accept.
         let start_rule = n_rules as u32;
         nfas.push(Some(Nfa { edges: vec![vec![Edge::Call { rule: grammar.root.0, to: 1 }], vec![]], accept: 1 }));
@@ -176,14 +193,32 @@ impl Automaton {
             accept_state: 0,
         };
         let deadline = started + limits.max_compile_time;
+        let (mut t_det, mut t_min) = (0.0, 0.0);
         for (r, nfa) in nfas.iter().enumerate() {
             if let Some(nfa) = nfa {
+                if std::time::Instant::now() > deadline {
+                    return Err(CompileError::LimitExceeded {
+                        limit: LimitKind::CompileTime,
+                        value: limits.max_compile_time.as_millis() as usize,
+                        rule: a.rule_names[r].clone(),
+                    });
+                }
                 a.rule_start[r] = a.n_states() as u32;
+                let t0 = std::time::Instant::now();
                 determinize(&mut a, nfa, r as u32, limits, deadline)?;
                 let base = a.rule_start[r] as usize;
+                let t1 = std::time::Instant::now();
+                let before = a.n_states() - base;
                 minimize(&mut a, base, deadline);
+                let t2 = std::time::Instant::now();
+                t_det += (t1 - t0).as_secs_f64();
+                t_min += (t2 - t1).as_secs_f64();
+                if trace && before > 2000 {
+                    eprintln!("    rule {} nfa {} dfa {} min {} det {:.1} ms min {:.1} ms", a.rule_names[r], nfa.edges.len(), before, a.n_states() - base, (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
+                }
             }
         }
+        phase("det+min", format!("det {:.2} ms min {:.2} ms, {} states", t_det * 1e3, t_min * 1e3, a.n_states()));
         a.terminals = terminals;
         a.start_state = a.rule_start[start_rule as usize];
         a.accept_state = a.start_state + 1;
@@ -195,6 +230,7 @@ impl Automaton {
             return Err(CompileError::EmptyLanguage { rule: grammar.rule(grammar.root).name.clone() });
         }
         trim(&mut a, &productive);
+        phase("fixpoints+trim", String::new());
         a.first_bytes = (0..a.n_states())
             .map(|s| {
                 let mut set = [0u64; 4];
@@ -206,9 +242,12 @@ impl Automaton {
                 set
             })
             .collect();
+        phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
+        phase("closures", String::new());
         a.simple = (0..a.n_states()).map(|s| !a.is_final[s] && a.calls[s].is_empty()).collect();
         a.follow = follow_bytes(&a);
+        phase("follow", String::new());
         Ok(a)
     }
 }
@@ -238,7 +277,37 @@ fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
             .saturating_add(expr_size(expr, rule_size).saturating_mul((*max).unwrap_or(*min).clamp(1, 8) as usize)),
         Expr::Literal(b) => 1 + b.len() / 8,
         Expr::Rule(r) => rule_size(r.0),
+        Expr::Regex(pattern) => regex_size(pattern),
         _ => 1,
+    }
+}
+
+/// [`expr_size`] of a regex terminal, measured on its syntax tree: a regex is no cheaper
+/// to expand than the same expression written in the IR (`[a-z]{0,1000}` must not be
+/// inlined into every caller). A pattern that does not parse counts as big (it fails later).
+fn regex_size(pattern: &str) -> usize {
+    use regex_syntax::hir::{Hir, HirKind};
+    fn size(h: &Hir) -> usize {
+        match h.kind() {
+            HirKind::Empty | HirKind::Look(_) => 0,
+            HirKind::Literal(l) => 1 + l.0.len() / 8,
+            HirKind::Class(_) => 1,
+            HirKind::Capture(c) => size(&c.sub),
+            HirKind::Repetition(r) => {
+                1usize.saturating_add(size(&r.sub).saturating_mul(r.max.unwrap_or(r.min).clamp(1, 8) as usize))
+            }
+            HirKind::Concat(v) | HirKind::Alternation(v) => {
+                v.iter().fold(1usize, |n, x| n.saturating_add(size(x)))
+            }
+        }
+    }
+    // Only the decision "small or not" matters: long patterns are big without parsing.
+    if pattern.len() > 64 * INLINE_MAX_SIZE {
+        return usize::MAX;
+    }
+    match regex_syntax::ParserBuilder::new().utf8(true).unicode(true).build().parse(pattern) {
+        Ok(h) => size(&h),
+        Err(_) => usize::MAX,
     }
 }
 

@@ -2,8 +2,7 @@
 
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
-use regex_automata::nfa::thompson;
-use regex_automata::util::primitives::StateID;
+use regex_syntax::hir::{Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
 use stencil_grammar::{Expr, Grammar, RuleId, MAX_CODE_POINT};
 
@@ -33,6 +32,8 @@ pub(crate) struct NfaBuilder<'a> {
     pub token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     pub total_states: usize,
     rule_name: String,
+    /// The regex terminal being built, for its errors.
+    pattern: String,
     nfa: Nfa,
 }
 
@@ -50,6 +51,7 @@ impl<'a> NfaBuilder<'a> {
             token_terminal,
             total_states: 0,
             rule_name: String::new(),
+            pattern: String::new(),
             nfa: Nfa::default(),
         }
     }
@@ -100,7 +102,7 @@ impl<'a> NfaBuilder<'a> {
             }
             Expr::Class(class) => self.code_points(&class.code_points(), start),
             Expr::AnyChar => self.code_points(&[(0, 0xD7FF), (0xE000, MAX_CODE_POINT)], start),
-            Expr::Regex(pattern) => self.regex(pattern, start),
+            Expr::Regex(pattern) => self.regex(pattern, start, depth),
             Expr::Rule(id) => {
                 let Some(rule) = self.grammar.rules.get(id.0 as usize) else {
                     return Err(CompileError::DanglingRule { rule: self.rule_name.clone(), id: id.0 });
@@ -136,45 +138,178 @@ impl<'a> NfaBuilder<'a> {
                 }
                 Ok(end)
             }
-            Expr::Repeat { expr, min, max } => {
-                let count = max.unwrap_or(*min);
-                if count > self.limits.max_repetition {
-                    return Err(self.limit(LimitKind::Repetition, self.limits.max_repetition as usize));
-                }
-                // Fail before building when the expansion is sure not to fit.
-                let copies = (*max).map_or(*min as usize + 1, |m| m as usize);
-                let at_least = copies.saturating_mul(self.min_states(expr, depth + 1));
-                if self.total_states.saturating_add(at_least) > self.limits.max_nfa_states {
-                    return Err(self.limit(LimitKind::NfaStates, self.limits.max_nfa_states));
-                }
-                let mut cur = start;
-                for _ in 0..*min {
-                    cur = self.build(expr, cur, depth + 1)?;
-                }
-                match max {
-                    None => {
-                        // cur --ε--> s --expr--> e --ε--> cur; exit at cur.
-                        let s = self.new_state()?;
-                        self.edge(cur, Edge::Eps(s));
-                        let e = self.build(expr, s, depth + 1)?;
-                        self.edge(e, Edge::Eps(cur));
-                        let end = self.new_state()?;
-                        self.edge(cur, Edge::Eps(end));
-                        Ok(end)
-                    }
-                    Some(max) => {
-                        let end = self.new_state()?;
-                        for _ in *min..*max {
-                            self.edge(cur, Edge::Eps(end));
-                            let s = self.new_state()?;
-                            self.edge(cur, Edge::Eps(s));
-                            cur = self.build(expr, s, depth + 1)?;
-                        }
-                        self.edge(cur, Edge::Eps(end));
-                        Ok(end)
-                    }
-                }
+            Expr::Repeat { expr, min, max } => self.repeat(Node::Expr(expr), *min, *max, start, depth, false),
+        }
+    }
+
+    fn build_node(&mut self, node: Node, start: u32, depth: usize) -> Result<u32, CompileError> {
+        match node {
+            Node::Expr(e) => self.build(e, start, depth),
+            Node::Hir(h) => self.build_hir(h, start, depth),
+        }
+    }
+
+    fn min_states_node(&self, node: Node, depth: usize) -> usize {
+        match node {
+            Node::Expr(e) => self.min_states(e, depth),
+            Node::Hir(h) => min_states_hir(h),
+        }
+    }
+
+    /// `node{min,max}` (`max` `None`: unbounded). Many copies of a big body are stamped
+    /// from the body's minimal automaton, built once (see [`MiniDfa`]): a JSON string
+    /// character is ~250 Thompson states but 14 automaton states, so `maxLength: 10000`
+    /// fits. A repetition inside a regex terminal reports its size as `max_nfa_states`
+    /// (regex counts are not grammar repetitions).
+    fn repeat(
+        &mut self,
+        node: Node,
+        min: u32,
+        max: Option<u32>,
+        start: u32,
+        depth: usize,
+        in_regex: bool,
+    ) -> Result<u32, CompileError> {
+        let count = max.unwrap_or(min);
+        if !in_regex && count > self.limits.max_repetition {
+            return Err(self.limit(LimitKind::Repetition, self.limits.max_repetition as usize));
+        }
+        let copies = max.map_or(min as usize + 1, |m| m as usize);
+        let one = self.min_states_node(node, depth + 1);
+        let mini = if copies >= 3 && one >= 4 && one <= MINI_MAX_BODY { self.mini_dfa(node, depth)? } else { None };
+        // Fail before building when the expansion is sure not to fit.
+        let per_copy = match &mini {
+            Some(d) => d.finals.len() + 2,
+            None => one,
+        };
+        let at_least = copies.saturating_mul(per_copy);
+        if self.total_states.saturating_add(at_least) > self.limits.max_nfa_states {
+            return Err(self.limit(LimitKind::NfaStates, self.limits.max_nfa_states));
+        }
+        let copy = |this: &mut Self, s: u32| match &mini {
+            Some(d) => this.stamp(d, s),
+            None => this.build_node(node, s, depth + 1),
+        };
+        let mut cur = start;
+        for _ in 0..min {
+            cur = copy(self, cur)?;
+        }
+        match max {
+            None => {
+                // cur --ε--> s --expr--> e --ε--> cur; exit at cur.
+                let s = self.new_state()?;
+                self.edge(cur, Edge::Eps(s));
+                let e = copy(self, s)?;
+                self.edge(e, Edge::Eps(cur));
+                let end = self.new_state()?;
+                self.edge(cur, Edge::Eps(end));
+                Ok(end)
             }
+            Some(max) => {
+                let end = self.new_state()?;
+                for _ in min..max {
+                    self.edge(cur, Edge::Eps(end));
+                    let s = self.new_state()?;
+                    self.edge(cur, Edge::Eps(s));
+                    cur = copy(self, s)?;
+                }
+                self.edge(cur, Edge::Eps(end));
+                Ok(end)
+            }
+        }
+    }
+
+    /// The minimal automaton of `node` alone, or `None` when it has more than
+    /// [`MINI_MAX_STATES`] states (then copies are built from the expression).
+    fn mini_dfa(&mut self, node: Node, depth: usize) -> Result<Option<MiniDfa>, CompileError> {
+        let saved = std::mem::take(&mut self.nfa);
+        let saved_total = self.total_states;
+        let built = self.new_state().and_then(|s| self.build_node(node, s, depth + 1));
+        let sub = std::mem::replace(&mut self.nfa, saved);
+        self.total_states = saved_total;
+        let accept = built?;
+        Ok(MiniDfa::new(&sub, accept))
+    }
+
+    /// A copy of `d` entered from `start`; returns its end state.
+    fn stamp(&mut self, d: &MiniDfa, start: u32) -> Result<u32, CompileError> {
+        let base = self.nfa.edges.len() as u32;
+        for _ in 0..d.finals.len() {
+            self.new_state()?;
+        }
+        let end = self.new_state()?;
+        self.edge(start, Edge::Eps(base));
+        for (i, edges) in d.edges.iter().enumerate() {
+            let from = base + i as u32;
+            for &e in edges {
+                self.edge(
+                    from,
+                    match e {
+                        Edge::Eps(t) => Edge::Eps(base + t),
+                        Edge::Bytes { lo, hi, to } => Edge::Bytes { lo, hi, to: base + to },
+                        Edge::Call { rule, to } => Edge::Call { rule, to: base + to },
+                        Edge::Token { terminal, to } => Edge::Token { terminal, to: base + to },
+                    },
+                );
+            }
+            if d.finals[i] {
+                self.edge(from, Edge::Eps(end));
+            }
+        }
+        Ok(end)
+    }
+
+    /// A regex terminal's syntax tree (regex-syntax, UTF-8, Unicode), as states.
+    fn build_hir(&mut self, h: &Hir, start: u32, depth: usize) -> Result<u32, CompileError> {
+        if depth > self.limits.max_expression_depth {
+            return Err(self.limit(LimitKind::ExpressionDepth, self.limits.max_expression_depth));
+        }
+        match h.kind() {
+            HirKind::Empty => Ok(start),
+            HirKind::Literal(l) => {
+                let mut cur = start;
+                for &b in l.0.iter() {
+                    let next = self.new_state()?;
+                    self.edge(cur, Edge::Bytes { lo: b, hi: b, to: next });
+                    cur = next;
+                }
+                Ok(cur)
+            }
+            HirKind::Class(Class::Unicode(c)) => {
+                let ranges: Vec<(u32, u32)> = c.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect();
+                self.code_points(&ranges, start)
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                let end = self.new_state()?;
+                for r in c.ranges() {
+                    self.edge(start, Edge::Bytes { lo: r.start(), hi: r.end(), to: end });
+                }
+                Ok(end)
+            }
+            HirKind::Look(look) => Err(CompileError::UnsupportedRegex {
+                rule: self.rule_name.clone(),
+                pattern: self.pattern.clone(),
+                feature: format!("the assertion {look:?}"),
+            }),
+            HirKind::Capture(c) => self.build_hir(&c.sub, start, depth + 1),
+            HirKind::Concat(items) => {
+                let mut cur = start;
+                for item in items {
+                    cur = self.build_hir(item, cur, depth + 1)?;
+                }
+                Ok(cur)
+            }
+            HirKind::Alternation(alts) => {
+                let end = self.new_state()?;
+                for alt in alts {
+                    let s = self.new_state()?;
+                    self.edge(start, Edge::Eps(s));
+                    let e = self.build_hir(alt, s, depth + 1)?;
+                    self.edge(e, Edge::Eps(end));
+                }
+                Ok(end)
+            }
+            HirKind::Repetition(r) => self.repeat(Node::Hir(&r.sub), r.min, r.max, start, depth, true),
         }
     }
 
@@ -224,79 +359,228 @@ impl<'a> NfaBuilder<'a> {
         Ok(end)
     }
 
-    /// Imports `regex-automata`'s Thompson NFA for `pattern` (a full match over bytes).
-    fn regex(&mut self, pattern: &str, start: u32) -> Result<u32, CompileError> {
-        let bad = |message: String| CompileError::BadRegex {
+    /// A regex terminal: parsed by regex-syntax (UTF-8, Unicode), then built like the IR.
+    fn regex(&mut self, pattern: &str, start: u32, depth: usize) -> Result<u32, CompileError> {
+        let hir = parse_regex(pattern).map_err(|message| CompileError::BadRegex {
             rule: self.rule_name.clone(),
             pattern: pattern.to_string(),
             message,
-        };
-        let nfa = thompson::Compiler::new()
-            .syntax(regex_automata::util::syntax::Config::new().utf8(true).unicode(true))
-            .configure(
-                thompson::Config::new()
-                    .which_captures(thompson::WhichCaptures::None)
-                    .shrink(true)
-                    // About 16 bytes a state: no bigger than what max_nfa_states allows.
-                    .nfa_size_limit(Some(self.limits.max_nfa_states.saturating_mul(16))),
-            )
-            .build(pattern)
-            .map_err(|e| match e.size_limit() {
-                Some(_) => self.limit(LimitKind::NfaStates, self.limits.max_nfa_states),
-                None => bad(e.to_string()),
-            })?;
-        let end = self.new_state()?;
-        let mut map: Vec<Option<u32>> = vec![None; nfa.states().len()];
-        let mut todo: Vec<StateID> = vec![nfa.start_anchored()];
-        map[nfa.start_anchored().as_usize()] = Some(start);
-        while let Some(id) = todo.pop() {
-            let from = map[id.as_usize()].expect("mapped before queued");
-            let mut targets: Vec<(Option<(u8, u8)>, StateID)> = Vec::new();
-            match nfa.state(id) {
-                thompson::State::ByteRange { trans } => targets.push((Some((trans.start, trans.end)), trans.next)),
-                thompson::State::Sparse(s) => {
-                    targets.extend(s.transitions.iter().map(|t| (Some((t.start, t.end)), t.next)))
-                }
-                thompson::State::Dense(d) => {
-                    for b in 0..=255u8 {
-                        let next = d.transitions[b as usize];
-                        if next != StateID::ZERO {
-                            targets.push((Some((b, b)), next));
+        })?;
+        let saved = std::mem::replace(&mut self.pattern, pattern.to_string());
+        let r = self.build_hir(&hir, start, depth + 1);
+        self.pattern = saved;
+        r
+    }
+}
+
+/// What [`NfaBuilder::repeat`] repeats: an IR expression or a regex's syntax tree.
+#[derive(Clone, Copy)]
+enum Node<'x> {
+    Expr(&'x Expr),
+    Hir(&'x Hir),
+}
+
+/// Parses a regex terminal as the engine reads it (UTF-8, Unicode).
+pub(crate) fn parse_regex(pattern: &str) -> Result<Hir, String> {
+    regex_syntax::ParserBuilder::new().utf8(true).unicode(true).build().parse(pattern).map_err(|e| e.to_string())
+}
+
+/// A lower bound on the states `build_hir` makes for `h` (saturating).
+fn min_states_hir(h: &Hir) -> usize {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(l) => l.0.len(),
+        HirKind::Class(_) => 1,
+        HirKind::Capture(c) => min_states_hir(&c.sub),
+        HirKind::Concat(v) => v.iter().fold(0usize, |n, e| n.saturating_add(min_states_hir(e))),
+        HirKind::Alternation(v) => v.iter().fold(1usize, |n, e| n.saturating_add(1).saturating_add(min_states_hir(e))),
+        HirKind::Repetition(r) => {
+            let one = min_states_hir(&r.sub);
+            match r.max {
+                None => (r.min as usize + 1).saturating_mul(one).saturating_add(2),
+                Some(max) => (max as usize).saturating_mul(one).saturating_add(1),
+            }
+        }
+    }
+}
+
+/// Bodies whose Thompson automaton has more (lower-bound) states than this are not
+/// turned into a [`MiniDfa`].
+const MINI_MAX_BODY: usize = 20_000;
+/// A [`MiniDfa`] bigger than this is given up.
+const MINI_MAX_STATES: usize = 2_000;
+
+/// The minimal deterministic automaton of one repetition body, in the NFA's edge form
+/// (state 0 the start; no ε edges), stamped once per copy of the repetition.
+struct MiniDfa {
+    finals: Vec<bool>,
+    edges: Vec<Vec<Edge>>,
+}
+
+impl MiniDfa {
+    /// Subset construction over byte ranges, then Moore's refinement; `None` past
+    /// [`MINI_MAX_STATES`].
+    fn new(nfa: &Nfa, accept: u32) -> Option<MiniDfa> {
+        let closure = |set: &mut Vec<u32>, seen: &mut Vec<u32>, stamp: u32| {
+            for &s in set.iter() {
+                seen[s as usize] = stamp;
+            }
+            let mut i = 0;
+            while i < set.len() {
+                for e in &nfa.edges[set[i] as usize] {
+                    if let Edge::Eps(t) = *e {
+                        if seen[t as usize] != stamp {
+                            seen[t as usize] = stamp;
+                            set.push(t);
                         }
                     }
                 }
-                thompson::State::Union { alternates } => targets.extend(alternates.iter().map(|&s| (None, s))),
-                thompson::State::BinaryUnion { alt1, alt2 } => {
-                    targets.push((None, *alt1));
-                    targets.push((None, *alt2));
-                }
-                thompson::State::Capture { next, .. } => targets.push((None, *next)),
-                thompson::State::Look { look, .. } => {
-                    return Err(CompileError::UnsupportedRegex {
-                        rule: self.rule_name.clone(),
-                        pattern: pattern.to_string(),
-                        feature: format!("the assertion {look:?}"),
-                    })
-                }
-                thompson::State::Fail => {}
-                thompson::State::Match { .. } => self.edge(from, Edge::Eps(end)),
+                i += 1;
             }
-            for (range, next) in targets {
-                let to = match map[next.as_usize()] {
-                    Some(t) => t,
-                    None => {
-                        let t = self.new_state()?;
-                        map[next.as_usize()] = Some(t);
-                        todo.push(next);
-                        t
+            set.sort_unstable();
+            set.dedup();
+        };
+        let mut seen = vec![0u32; nfa.edges.len()];
+        let mut stamp = 1u32;
+        let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
+        let mut sets: Vec<Vec<u32>> = Vec::new();
+        let mut start = vec![0u32];
+        closure(&mut start, &mut seen, stamp);
+        ids.insert(start.clone(), 0);
+        sets.push(start);
+        let mut finals = Vec::new();
+        let mut edges: Vec<Vec<Edge>> = Vec::new();
+        let mut i = 0;
+        while i < sets.len() {
+            if sets.len() > MINI_MAX_STATES {
+                return None;
+            }
+            let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
+            let mut calls: std::collections::BTreeMap<(bool, u32), Vec<u32>> = Default::default();
+            let mut is_final = false;
+            for &s in &sets[i] {
+                is_final |= s == accept;
+                for e in &nfa.edges[s as usize] {
+                    match *e {
+                        Edge::Eps(_) => {}
+                        Edge::Bytes { lo, hi, to } => bytes.push((lo, hi, to)),
+                        Edge::Call { rule, to } => calls.entry((false, rule)).or_default().push(to),
+                        Edge::Token { terminal, to } => calls.entry((true, terminal)).or_default().push(to),
                     }
-                };
-                match range {
-                    Some((lo, hi)) => self.edge(from, Edge::Bytes { lo, hi, to }),
-                    None => self.edge(from, Edge::Eps(to)),
                 }
+            }
+            let mut target = |mut set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
+                stamp += 1;
+                closure(&mut set, &mut seen, stamp);
+                let n = ids.len() as u32;
+                *ids.entry(set).or_insert_with_key(|k| {
+                    sets.push(k.clone());
+                    n
+                })
+            };
+            // Elementary byte intervals between the edges' boundaries.
+            let mut points: Vec<u16> = bytes.iter().flat_map(|&(lo, hi, _)| [lo as u16, hi as u16 + 1]).collect();
+            points.sort_unstable();
+            points.dedup();
+            let mut out: Vec<Edge> = Vec::new();
+            for w in points.windows(2) {
+                let (lo, hi) = (w[0], w[1] - 1);
+                let set: Vec<u32> =
+                    bytes.iter().filter(|&&(a, b, _)| a as u16 <= lo && hi <= b as u16).map(|&(_, _, t)| t).collect();
+                if set.is_empty() {
+                    continue;
+                }
+                let to = target(set, &mut sets);
+                match out.last_mut() {
+                    Some(Edge::Bytes { hi: h, to: t, .. }) if *t == to && *h as u16 + 1 == lo => *h = hi as u8,
+                    _ => out.push(Edge::Bytes { lo: lo as u8, hi: hi as u8, to }),
+                }
+            }
+            for ((is_token, label), set) in calls {
+                let to = target(set, &mut sets);
+                out.push(if is_token { Edge::Token { terminal: label, to } } else { Edge::Call { rule: label, to } });
+            }
+            finals.push(is_final);
+            edges.push(out);
+            i += 1;
+        }
+        let mut d = MiniDfa { finals, edges };
+        d.minimize();
+        Some(d)
+    }
+
+    /// Moore's refinement (the automaton is small).
+    fn minimize(&mut self) {
+        let n = self.finals.len();
+        let mut class: Vec<u32> = self.finals.iter().map(|&f| f as u32).collect();
+        let mut count = 0;
+        loop {
+            let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
+            let mut next = Vec::with_capacity(n);
+            for s in 0..n {
+                // Byte ranges re-merged by target class, so equal behaviour gives equal signatures.
+                let mut sig = vec![class[s]];
+                let mut last: Option<(u32, u32)> = None; // (hi + 1, class) of the open range
+                for e in &self.edges[s] {
+                    match *e {
+                        Edge::Bytes { lo, hi, to } => {
+                            let c = class[to as usize];
+                            if last == Some((lo as u32, c)) {
+                                let l = sig.len();
+                                sig[l - 2] = hi as u32;
+                            } else {
+                                sig.extend([u32::MAX - 3, lo as u32, hi as u32, c]);
+                            }
+                            last = Some((hi as u32 + 1, c));
+                        }
+                        Edge::Call { rule, to } => sig.extend([u32::MAX - 1, rule, class[to as usize]]),
+                        Edge::Token { terminal, to } => sig.extend([u32::MAX - 2, terminal, class[to as usize]]),
+                        Edge::Eps(_) => {}
+                    }
+                }
+                let len = ids.len() as u32;
+                next.push(*ids.entry(sig).or_insert(len));
+            }
+            let new_count = ids.len();
+            class = next;
+            if new_count == count {
+                break;
+            }
+            count = new_count;
+        }
+        if count == n {
+            return;
+        }
+        // Class of the start state first (classes are numbered by first occurrence: it is 0).
+        let mut rep = vec![u32::MAX; count];
+        for s in 0..n {
+            if rep[class[s] as usize] == u32::MAX {
+                rep[class[s] as usize] = s as u32;
             }
         }
-        Ok(end)
+        let mut finals = Vec::with_capacity(count);
+        let mut edges = Vec::with_capacity(count);
+        for &s in &rep {
+            finals.push(self.finals[s as usize]);
+            let mut out: Vec<Edge> = Vec::new();
+            for &e in &self.edges[s as usize] {
+                match e {
+                    Edge::Bytes { lo, hi, to } => {
+                        let to = class[to as usize];
+                        match out.last_mut() {
+                            Some(Edge::Bytes { hi: h, to: t, .. }) if *t == to && *h as u16 + 1 == lo as u16 => *h = hi,
+                            _ => out.push(Edge::Bytes { lo, hi, to }),
+                        }
+                    }
+                    Edge::Call { rule, to } => out.push(Edge::Call { rule, to: class[to as usize] }),
+                    Edge::Token { terminal, to } => out.push(Edge::Token { terminal, to: class[to as usize] }),
+                    Edge::Eps(_) => {}
+                }
+            }
+            edges.push(out);
+        }
+        self.finals = finals;
+        self.edges = edges;
     }
+
 }

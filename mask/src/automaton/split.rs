@@ -1,0 +1,252 @@
+//! Long counted repetitions of a big body, split into rules.
+//!
+//! `X{0,n}` as one automaton has `n` copies of `X`'s states: a JSON string with
+//! `maxLength: 10000` is 140,000 states (and `max_automaton_states` is soon hit when a
+//! schema has a few). With `k = ⌈√n⌉`, `n = k·q + r`, the same language is
+//!
+//! ```text
+//! Y{0,q-1} Z | Y{q} W      Y ::= X{k}   Z ::= X{0,k-1}   W ::= X{0,r}
+//! ```
+//!
+//! unambiguous (the count `c` picks the branch, `⌊c/k⌋` the `Y`s), so the parser keeps a
+//! handful of items per byte, and the automata have about `3k + q` copies of `X` instead
+//! of `n`. `X{m,n}` is `X{m} X{0,n-m}`, and `X{m}` is `Y{a} X{b}` with `m = k·a + b`.
+//! Only bodies that are plain text (no rule calls, no tokens) and never empty are split:
+//! a nullable `Y` would make every split of the count a parse. Regex terminals with such
+//! a repetition are translated to the IR first. Counts above `max_repetition` are left
+//! alone, to fail as before. Long regex terminals are made shared rules too.
+
+use crate::limits::Limits;
+use regex_syntax::hir::{Class, Hir, HirKind};
+use std::collections::HashMap;
+use stencil_grammar::{CharClass, Expr, Grammar, RuleId};
+
+/// Repetitions with at most this many expanded states (count × body weight) stay as they
+/// are. Splitting costs mask time: a token that crosses the end of a `Y` depends on its
+/// caller, so inside long free text most tokens become context-dependent. Only
+/// repetitions that would make automata of this size or more are worth it (a JSON string
+/// with `maxLength` in the thousands; a `maxLength: 500` string stays one automaton).
+const SPLIT_MIN_WEIGHT: u64 = 100_000;
+/// ... and so do those of at most this count.
+const SPLIT_MIN_COUNT: u32 = 64;
+
+/// The grammar with its long repetitions split, or `None` when it has none.
+pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits) -> Option<Grammar> {
+    if !grammar.rules.iter().any(|r| needs(&r.body, limits)) {
+        return None;
+    }
+    let mut g = grammar.clone();
+    let mut s = Splitter { limits, shared: HashMap::new(), new_rules: Vec::new() };
+    for i in 0..g.rules.len() {
+        if needs(&g.rules[i].body, limits) {
+            let name = g.rules[i].name.clone();
+            let body = std::mem::replace(&mut g.rules[i].body, Expr::Empty);
+            g.rules[i].body = s.rewrite(body, &name, &mut g);
+        }
+    }
+    Some(g)
+}
+
+/// Whether `e` has a repetition to split (regex terminals included).
+fn needs(e: &Expr, limits: &Limits) -> bool {
+    match e {
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(|x| needs(x, limits)),
+        Expr::Repeat { expr, min, max } => splittable(expr, *min, *max, limits) || needs(expr, limits),
+        Expr::Regex(p) => p.len() > HOIST_REGEX_LEN || regex_needs(p, limits),
+        _ => false,
+    }
+}
+
+/// Regex terminals longer than this (a schema's "any key but these" pattern) become one
+/// shared rule instead of being expanded at every use.
+const HOIST_REGEX_LEN: usize = 1024;
+
+fn hir_needs(h: &Hir, limits: &Limits) -> bool {
+    match h.kind() {
+        HirKind::Capture(c) => hir_needs(&c.sub, limits),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(|x| hir_needs(x, limits)),
+        HirKind::Repetition(r) => {
+            let count = r.max.unwrap_or(r.min);
+            (count >= SPLIT_MIN_COUNT
+                && count <= limits.max_repetition
+                && r.sub.properties().minimum_len().is_some_and(|n| n > 0)
+                && (count as u64).saturating_mul(hir_weight(&r.sub)) > SPLIT_MIN_WEIGHT)
+                || hir_needs(&r.sub, limits)
+        }
+        _ => false,
+    }
+}
+
+/// Whether regex terminal `p` has a repetition to split; parsed only when its text has a
+/// count of at least [`SPLIT_MIN_COUNT`] (parsing every regex of a big schema is slow).
+fn regex_needs(p: &str, limits: &Limits) -> bool {
+    let b = p.as_bytes();
+    let has_count = (0..b.len()).any(|i| {
+        b[i] == b'{' && {
+            let digits: String = b[i + 1..].iter().take_while(|c| c.is_ascii_digit() || **c == b',').map(|&c| c as char).collect();
+            digits.split(',').any(|d| d.parse::<u64>().is_ok_and(|n| n >= SPLIT_MIN_COUNT as u64))
+        }
+    });
+    has_count && regex_hir(p).is_some_and(|h| hir_needs(&h, limits))
+}
+
+/// A regex terminal that can be translated (parses, no assertions).
+fn regex_hir(p: &str) -> Option<Hir> {
+    let h = super::nfa::parse_regex(p).ok()?;
+    h.properties().look_set().is_empty().then_some(h)
+}
+
+fn splittable(x: &Expr, min: u32, max: Option<u32>, limits: &Limits) -> bool {
+    let count = max.unwrap_or(min);
+    count >= SPLIT_MIN_COUNT
+        && count <= limits.max_repetition
+        && min_len(x).is_some_and(|n| n > 0)
+        && (count as u64).saturating_mul(weight(x)) > SPLIT_MIN_WEIGHT
+}
+
+/// The shortest match of a plain-text expression; `None` when it calls rules or tokens
+/// (or has a regex that is not translatable).
+fn min_len(e: &Expr) -> Option<u64> {
+    Some(match e {
+        Expr::Empty => 0,
+        Expr::Literal(b) => b.len() as u64,
+        Expr::Class(_) | Expr::AnyChar => 1,
+        Expr::Regex(p) => regex_hir(p)?.properties().minimum_len()? as u64,
+        Expr::Rule(_) | Expr::Token(_) => return None,
+        Expr::Seq(v) => v.iter().map(min_len).sum::<Option<u64>>()?,
+        Expr::Alt(v) => v.iter().map(min_len).collect::<Option<Vec<u64>>>()?.into_iter().min().unwrap_or(u64::MAX),
+        Expr::Repeat { expr, min, .. } => min_len(expr)?.saturating_mul(*min as u64),
+    })
+}
+
+/// A rough size of an expression's automaton.
+fn weight(e: &Expr) -> u64 {
+    match e {
+        Expr::Literal(b) => b.len() as u64,
+        Expr::Class(_) | Expr::AnyChar | Expr::Rule(_) | Expr::Token(_) | Expr::Empty => 1,
+        Expr::Regex(p) => regex_hir(p).map_or(1, |h| hir_weight(&h)),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(weight).fold(1, u64::saturating_add),
+        Expr::Repeat { expr, min, max } => weight(expr).saturating_mul(max.unwrap_or(*min).max(1) as u64),
+    }
+}
+
+fn hir_weight(h: &Hir) -> u64 {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => 1,
+        HirKind::Literal(l) => l.0.len() as u64,
+        HirKind::Class(_) => 1,
+        HirKind::Capture(c) => hir_weight(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().map(hir_weight).fold(1, u64::saturating_add),
+        HirKind::Repetition(r) => hir_weight(&r.sub).saturating_mul(r.max.unwrap_or(r.min).max(1) as u64),
+    }
+}
+
+/// A regex's syntax tree as IR (no assertions: see [`regex_hir`]).
+fn hir_to_expr(h: &Hir) -> Expr {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => Expr::Empty,
+        HirKind::Literal(l) => Expr::Literal(l.0.to_vec()),
+        HirKind::Class(Class::Unicode(c)) => {
+            Expr::Class(CharClass::new(c.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
+        }
+        // UTF-8 mode: byte classes match ASCII only, so they are code point classes.
+        HirKind::Class(Class::Bytes(c)) => Expr::Class(CharClass::new(
+            c.ranges().iter().filter(|r| r.start() < 0x80).map(|r| (r.start() as u32, r.end().min(0x7F) as u32)),
+        )),
+        HirKind::Capture(c) => hir_to_expr(&c.sub),
+        HirKind::Concat(v) => Expr::Seq(v.iter().map(hir_to_expr).collect()),
+        HirKind::Alternation(v) => Expr::Alt(v.iter().map(hir_to_expr).collect()),
+        HirKind::Repetition(r) => Expr::Repeat { expr: Box::new(hir_to_expr(&r.sub)), min: r.min, max: r.max },
+    }
+}
+
+struct Splitter<'a> {
+    limits: &'a Limits,
+    /// `(body, min, max)` → the rule of `body{min,max}`, shared by all repetitions.
+    shared: HashMap<(String, u32, u32), RuleId>,
+    #[allow(dead_code)]
+    new_rules: Vec<RuleId>,
+}
+
+impl Splitter<'_> {
+    fn rewrite(&mut self, e: Expr, name: &str, g: &mut Grammar) -> Expr {
+        match e {
+            Expr::Seq(v) => Expr::Seq(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
+            Expr::Alt(v) => Expr::Alt(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
+            Expr::Regex(p) => match regex_needs(&p, self.limits).then(|| regex_hir(&p)).flatten() {
+                Some(h) => self.rewrite(hir_to_expr(&h), name, g),
+                _ if p.len() > HOIST_REGEX_LEN => {
+                    let key = (p, u32::MAX, u32::MAX);
+                    if let Some(&id) = self.shared.get(&key) {
+                        return Expr::Rule(id);
+                    }
+                    let id = g.add_rule(name, Expr::Regex(key.0.clone()));
+                    self.shared.insert(key, id);
+                    Expr::Rule(id)
+                }
+                _ => Expr::Regex(p),
+            },
+            Expr::Repeat { expr, min, max } => {
+                let x = self.rewrite(*expr, name, g);
+                if splittable(&x, min, max, self.limits) {
+                    self.split(x, min, max, name, g)
+                } else {
+                    Expr::Repeat { expr: Box::new(x), min, max }
+                }
+            }
+            e => e,
+        }
+    }
+
+    /// A rule for `x{min,max}` (bounded), shared; its body split again if still long.
+    fn rule(&mut self, x: &Expr, min: u32, max: u32, name: &str, g: &mut Grammar) -> Expr {
+        let key = (format!("{x:?}"), min, max);
+        if let Some(&id) = self.shared.get(&key) {
+            return Expr::Rule(id);
+        }
+        let body = Expr::Repeat { expr: Box::new(x.clone()), min, max: Some(max) };
+        let body = self.rewrite(body, name, g);
+        let id = g.add_rule(name, body);
+        self.shared.insert(key, id);
+        Expr::Rule(id)
+    }
+
+    /// `x{count}` exactly.
+    fn exact(&mut self, x: &Expr, count: u32, k: u32, name: &str, g: &mut Grammar) -> Expr {
+        let (a, b) = (count / k, count % k);
+        let mut v = Vec::new();
+        if a > 0 {
+            let y = self.rule(x, k, k, name, g);
+            v.push(Expr::Repeat { expr: Box::new(y), min: a, max: Some(a) });
+        }
+        if b > 0 {
+            v.push(self.rule(x, b, b, name, g));
+        }
+        Expr::Seq(v)
+    }
+
+    fn split(&mut self, x: Expr, min: u32, max: Option<u32>, name: &str, g: &mut Grammar) -> Expr {
+        let n = max.unwrap_or(min);
+        let k = ((n as f64).sqrt().ceil() as u32).max(2);
+        let head = self.exact(&x, min, k, name, g);
+        let tail = match max {
+            None => Expr::Repeat { expr: Box::new(x), min: 0, max: None },
+            Some(max) => {
+                let n = max - min;
+                let (q, r) = (n / k, n % k);
+                if q == 0 {
+                    self.rule(&x, 0, r, name, g)
+                } else {
+                    let y = self.rule(&x, k, k, name, g);
+                    let z = self.rule(&x, 0, k - 1, name, g);
+                    let w = self.rule(&x, 0, r, name, g);
+                    Expr::Alt(vec![
+                        Expr::Seq(vec![Expr::Repeat { expr: Box::new(y.clone()), min: 0, max: Some(q - 1) }, z]),
+                        Expr::Seq(vec![Expr::Repeat { expr: Box::new(y), min: q, max: Some(q) }, w]),
+                    ])
+                }
+            }
+        };
+        Expr::Seq(vec![head, tail])
+    }
+}
