@@ -4,13 +4,15 @@
 # SmolLM2 (49k) and Gemma 3 (262k) vocabularies; then JSON Schema (both engines' native
 # compilers) on a sample of JSONSchemaBench's dev split, read in place from
 # ../shared/corpus/jsonschemabench (--corpus to move it); then decoding on llama.cpp with
-# both real models (free, Stencil's masks, llama.cpp's own GBNF sampler). Writes
+# both real models (free, Stencil's masks, llama.cpp's own GBNF sampler); then the
+# tool-calling evaluation (multi-stage, one grammar, unconstrained). Writes
 # BENCHMARKS.md at the repo root.
 #
-#   scripts/bench.sh                          # full run (about 10 minutes on 2 cores)
+#   scripts/bench.sh                          # full run (about 25 minutes on 2 cores)
 #   scripts/bench.sh --schemas-per-subset 5   # quicker; any stencil-bench option passes through
 #   scripts/bench.sh --parts gbnf             # only the GBNF part (2-3 minutes), no corpus needed
 #   scripts/bench.sh --parts decode           # only decoding on llama.cpp (about 3 minutes)
+#   scripts/bench.sh --parts tools            # only the tool-calling evaluation (about 5 minutes)
 #   scripts/bench.sh --help                   # the options
 #
 # The bench crate (bench/, package stencil-bench) is a workspace member outside
@@ -24,6 +26,8 @@ if [ -n "$(git status --porcelain 2>/dev/null | grep -v '^?? ' || true)" ]; then
 fi
 export STENCIL_BENCH_COMMIT
 scripts/fetch-models.sh >/dev/null
-# The decode part converts its schema to GBNF with the release CLI.
+# The decode part converts its schema to GBNF with the release CLI; the tools part runs the
+# tool-calling evaluation's release binary.
 cargo build --release --quiet -p stencil-cli
+cargo build --release --quiet -p stencil-tools --example eval
 exec cargo run --release --quiet -p stencil-bench -- --out BENCHMARKS.md "$@"

@@ -14,6 +14,7 @@ mod lark;
 mod llg;
 mod schema;
 mod timer;
+mod tools;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,8 +39,9 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
-  --parts PARTS       gbnf,schema,decode (default all three); decode = tokens/s on llama.cpp
-                      with both real models: free, Stencil's masks, llama.cpp's GBNF sampler
+  --parts PARTS       gbnf,schema,decode,tools (default all four); decode = tokens/s on
+                      llama.cpp with both real models: free, Stencil's masks, llama.cpp's
+                      GBNF sampler; tools = the tool-calling evaluation (SmolLM2)
 JSON Schema part (JSONSchemaBench dev split, both engines' native JSON Schema compilers):
   --corpus DIR        JSONSchemaBench's dev split, one folder per subset (default
                       ../shared/corpus/jsonschemabench relative to the repository root)
@@ -64,6 +66,7 @@ struct Args {
     gbnf: bool,
     schema: Option<schema::SchemaArgs>,
     decode: bool,
+    tools: bool,
 }
 
 fn parse_args() -> Args {
@@ -80,6 +83,7 @@ fn parse_args() -> Args {
         gbnf: true,
         schema: None,
         decode: true,
+        tools: true,
     };
     let mut sa = schema::SchemaArgs::new(&repo_root());
     let mut schema_part = true;
@@ -108,11 +112,12 @@ fn parse_args() -> Args {
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "--parts" => {
                 let parts = list(val());
-                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode")) {
-                    die(&format!("unknown part {p} (gbnf, schema, decode)"));
+                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools")) {
+                    die(&format!("unknown part {p} (gbnf, schema, decode, tools)"));
                 }
                 a.gbnf = parts.iter().any(|p| p == "gbnf");
                 a.decode = parts.iter().any(|p| p == "decode");
+                a.tools = parts.iter().any(|p| p == "tools");
                 schema_part = parts.iter().any(|p| p == "schema");
             }
             "--corpus" => {
@@ -836,7 +841,9 @@ fn report(
     let _ = writeln!(o);
 
     if results.is_empty() {
-        let _ = writeln!(o, "## Summary\n");
+        if schema_results.is_some() {
+            let _ = writeln!(o, "## Summary\n");
+        }
     } else {
         summary_section(&mut o, results, args);
     }
@@ -1219,12 +1226,14 @@ fn main() {
     }
     let schema_results = args.schema.as_ref().map(|sa| schema::run(sa, &args.vocabs));
     let decode_section = args.decode.then(|| decode::run(&repo_root(), &decode::DecodeArgs::default()));
+    let tools_section = args.tools.then(|| tools::run(&repo_root()));
     if !args.gbnf {
         notes.clear();
     }
     let mut md =
         report(&results, schema_results.as_ref(), &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
     md.extend(decode_section);
+    md.extend(tools_section);
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
