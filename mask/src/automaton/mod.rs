@@ -488,7 +488,8 @@ fn determinize(
                 rule: a.rule_names[rule as usize].clone(),
             });
         }
-        if i % 1024 == 1023 && std::time::Instant::now() > deadline {
+        // Sets of a big NFA make single states slow: look at the clock often.
+        if (i % 64 == 63 || sets[i].len() > 1024) && std::time::Instant::now() > deadline {
             return Err(CompileError::LimitExceeded {
                 limit: LimitKind::CompileTime,
                 value: limits.max_compile_time.as_millis() as usize,
