@@ -3,8 +3,12 @@
 //! [`translate_pattern`] rewrites the syntax (`\d`, `\w`, `\s`, `.`, `[^]`, `\cX`, `\uXXXX`,
 //! `\u{...}`, named groups, literal braces) keeping ECMA's meaning, with `^`/`$` as `\A`/`\z`.
 //! [`full_match_hir`] then turns "matches somewhere" into a full-match language: `abc` means
-//! `(?s:.*)abc(?s:.*)`, `^abc$` means `abc`. Back-references, look-around and word boundaries
-//! have no regular (or no supported) equivalent and are refused with a clear reason.
+//! `(?s:.*)abc(?s:.*)`, `^abc$` means `abc`. Anchors may sit at the start or end of each
+//! alternative, also inside groups where they are at the start or end of the whole match
+//! (`^$|^\d+$`, `(^a|b)c`, `(?:^|x)a`, `a(?:$|\.)`): each alternative gets `.*` on its
+//! unanchored sides only. Anchors anywhere else (`a^b`, `(^a)*`), back-references,
+//! look-around and word boundaries have no regular (or no supported) equivalent and are
+//! refused with a clear reason.
 
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
 
