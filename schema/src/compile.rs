@@ -2390,40 +2390,21 @@ impl<'o> Ctx<'o> {
             return None;
         }
         let close = seq(vec![self.close_prefix(d), lit("}")]);
-        let empty_close = seq(vec![self.empty_inside(), lit("}")]);
-        match &ch.extras {
-            None => {
-                if need > 0 {
-                    None
-                } else if any {
-                    Some(close)
-                } else {
-                    Some(empty_close)
-                }
-            }
-            Some(kv) => {
-                let sep = self.item_sep(d);
-                let first = if any { sep.clone() } else { self.first_prefix(d) };
-                let cap_u = cap.map(|c| c.min(u32::MAX as u64) as u32);
-                if cap_u == Some(0) {
-                    if need > 0 {
-                        None
-                    } else if any {
-                        Some(close)
-                    } else {
-                        Some(empty_close)
-                    }
-                } else {
-                    let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
-                    let some = seq(vec![first, kv.clone(), more, close.clone()]);
-                    if need > 0 {
-                        Some(some)
-                    } else {
-                        let none = if any { close } else { empty_close };
-                        Some(Expr::Alt(vec![some, none]))
-                    }
-                }
-            }
+        let none = if any { close.clone() } else { seq(vec![self.empty_inside(), lit("}")]) };
+        let cap_u = cap.map(|c| c.min(u32::MAX as u64) as u32);
+        let kv = match &ch.extras {
+            Some(kv) if cap_u != Some(0) => kv,
+            // No (more) extra properties: close here, unless more are needed.
+            _ => return (need == 0).then_some(none),
+        };
+        let sep = self.item_sep(d);
+        let first = if any { sep.clone() } else { self.first_prefix(d) };
+        let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
+        let some = seq(vec![first, kv.clone(), more, close]);
+        if need > 0 {
+            Some(some)
+        } else {
+            Some(Expr::Alt(vec![some, none]))
         }
     }
 }

@@ -422,22 +422,7 @@ impl MiniDfa {
     /// [`MINI_MAX_STATES`].
     fn new(nfa: &Nfa, accept: u32) -> Option<MiniDfa> {
         let closure = |set: &mut Vec<u32>, seen: &mut Vec<u32>, stamp: u32| {
-            for &s in set.iter() {
-                seen[s as usize] = stamp;
-            }
-            let mut i = 0;
-            while i < set.len() {
-                for e in &nfa.edges[set[i] as usize] {
-                    if let Edge::Eps(t) = *e {
-                        if seen[t as usize] != stamp {
-                            seen[t as usize] = stamp;
-                            set.push(t);
-                        }
-                    }
-                }
-                i += 1;
-            }
-            set.sort_unstable();
+            super::eps_closure(nfa, set, seen, stamp);
             set.dedup();
         };
         let mut seen = vec![0u32; nfa.edges.len()];
