@@ -66,15 +66,12 @@ pub(crate) enum TokenSet {
 }
 
 impl TokenSet {
-    pub fn from_ids(mut ids: Vec<u32>, width: usize) -> TokenSet {
-        if ids.len() * 2 > words(width) {
-            let mut m = new_mask(width);
-            ids.iter().for_each(|&t| set(&mut m, t));
-            TokenSet::Mask(m)
+    /// The set of a mask's tokens: the mask itself when dense.
+    pub fn from_mask(mask: Vec<u32>) -> TokenSet {
+        if count(&mask) * 2 > mask.len() {
+            TokenSet::Mask(mask)
         } else {
-            ids.sort_unstable();
-            ids.dedup();
-            TokenSet::List(ids)
+            TokenSet::List(allowed(&mask).collect())
         }
     }
 

@@ -6,6 +6,10 @@
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Node {
     pub byte: u8,
+    /// Every edge of the subtree (this node's included) is an ASCII byte.
+    pub ascii: bool,
+    /// The subtree's longest path, this node's edge included (saturating).
+    pub height: u16,
     pub depth: u32,
     pub subtree_end: u32,
     tokens_start: u32,
@@ -17,6 +21,11 @@ pub(crate) struct Node {
 pub(crate) struct TokenTrie {
     pub nodes: Vec<Node>,
     token_ids: Vec<u32>,
+    /// The longest key's length.
+    pub max_depth: usize,
+    /// Per node: the ASCII bytes on the edges of its subtree (its own edge included);
+    /// complete only where the node is [`Node::ascii`].
+    pub subtree_ascii: Vec<u128>,
 }
 
 impl TokenTrie {
@@ -26,7 +35,7 @@ impl TokenTrie {
         let mut pairs: Vec<(&[u8], u32)> = pairs.into_iter().collect();
         pairs.sort_unstable();
         pairs.dedup();
-        let root = Node { byte: 0, depth: 0, subtree_end: 0, tokens_start: 0, tokens_end: 0 };
+        let root = Node { byte: 0, ascii: false, height: 0, depth: 0, subtree_end: 0, tokens_start: 0, tokens_end: 0 };
         let mut nodes = vec![root];
         let mut token_ids = Vec::with_capacity(pairs.len());
         // `path[d]` is the node at depth d on the path to the previous key.
@@ -40,7 +49,15 @@ impl TokenTrie {
             }
             for (d, &b) in bytes.iter().enumerate().skip(common) {
                 let t = token_ids.len() as u32;
-                nodes.push(Node { byte: b, depth: d as u32 + 1, subtree_end: 0, tokens_start: t, tokens_end: t });
+                nodes.push(Node {
+                    byte: b,
+                    ascii: false,
+                    height: 1,
+                    depth: d as u32 + 1,
+                    subtree_end: 0,
+                    tokens_start: t,
+                    tokens_end: t,
+                });
                 path.push(nodes.len() as u32 - 1);
             }
             let last = *path.last().unwrap() as usize;
@@ -55,7 +72,24 @@ impl TokenTrie {
         while let Some(n) = path.pop() {
             nodes[n as usize].subtree_end = nodes.len() as u32;
         }
-        TokenTrie { nodes, token_ids }
+        let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
+        // Children come after their parent: fill from the end.
+        let mut subtree_ascii = vec![0u128; nodes.len()];
+        for n in (1..nodes.len()).rev() {
+            let b = nodes[n].byte;
+            let (mut bytes, mut ascii, mut below) = (if b < 0x80 { 1u128 << b } else { 0 }, b < 0x80, 0u16);
+            let mut child = n + 1;
+            while child < nodes[n].subtree_end as usize {
+                bytes |= subtree_ascii[child];
+                ascii &= nodes[child].ascii;
+                below = below.max(nodes[child].height);
+                child = nodes[child].subtree_end as usize;
+            }
+            subtree_ascii[n] = bytes;
+            nodes[n].ascii = ascii;
+            nodes[n].height = below.saturating_add(1);
+        }
+        TokenTrie { nodes, token_ids, max_depth, subtree_ascii }
     }
 
     /// The ids whose bytes end at node `n`.
@@ -63,6 +97,17 @@ impl TokenTrie {
     pub fn tokens(&self, n: usize) -> &[u32] {
         let node = &self.nodes[n];
         &self.token_ids[node.tokens_start as usize..node.tokens_end as usize]
+    }
+
+    /// The ids in the subtree of node `n` (including `n`): one contiguous run, as ids are
+    /// stored in depth-first order.
+    #[inline]
+    pub fn subtree_ids(&self, n: usize) -> &[u32] {
+        let end = self
+            .nodes
+            .get(self.nodes[n].subtree_end as usize)
+            .map_or(self.token_ids.len(), |m| m.tokens_start as usize);
+        &self.token_ids[self.nodes[n].tokens_start as usize..end]
     }
 
     /// The ids in the subtree of node `n` (including `n`), each with its node.
@@ -108,6 +153,17 @@ mod tests {
         let mut sub: Vec<u32> = t.subtree_tokens(t.find(b"a").unwrap()).map(|(_, id)| id).collect();
         sub.sort();
         assert_eq!(sub, vec![0, 1, 3, 4]);
+        let mut run = t.subtree_ids(t.find(b"a").unwrap()).to_vec();
+        run.sort();
+        assert_eq!(run, sub);
+        let a = t.find(b"a").unwrap();
+        assert_eq!(t.subtree_ascii[a], (1 << b'a') | (1 << b'b') | (1 << b'c'));
+        assert!(t.nodes[a].ascii);
+        assert_eq!(t.nodes[a].height, 3);
+        let u = TokenTrie::build([("é".as_bytes(), 0), (b"e".as_slice(), 1)]);
+        assert!(!u.nodes[u.find("é".as_bytes()).unwrap()].ascii);
+        assert!(!u.nodes[u.find(&"é".as_bytes()[..1]).unwrap()].ascii);
+        assert!(u.nodes[u.find(b"e").unwrap()].ascii);
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
     }
 }

@@ -44,6 +44,39 @@ fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(v, vec![0]).unwrap())
 }
 
+/// Like [`small_vocab`], with longer tokens (up to 9 bytes): long runs of string
+/// characters are what the mask cache takes whole subtrees of the trie at once for.
+fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
+    tokens.extend(alphabet.iter().map(|&b| vec![b]));
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..150 {
+        let len = 2 + (next() % 8) as usize;
+        // Mostly letters, with some structure bytes.
+        let t: Vec<u8> = (0..len)
+            .map(|_| if next() % 4 == 0 { alphabet[(next() % alphabet.len() as u64) as usize] } else { b"abc"[(next() % 3) as usize] })
+            .collect();
+        if !tokens.contains(&t) {
+            tokens.push(t);
+        }
+    }
+    for piece in ["é", "aé", r"ab\u00e9", r"\\", r"\n"] {
+        tokens.push(piece.as_bytes().to_vec());
+    }
+    let v = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (b, if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
+        .collect();
+    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
+}
+
 fn brute_force_mask(r: &Recognizer, vocab: &Vocabulary, text: &[u8]) -> Vec<u32> {
     let mut allowed = Vec::new();
     for t in 0..vocab.len() as u32 {
@@ -158,6 +191,31 @@ proptest! {
             }
             prop_assert!(m.can_end());
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Counted and unbounded strings, inline and called, in and out of keys: the shapes
+    /// JSON Schema makes, against the brute force on a vocabulary with long tokens.
+    #[test]
+    fn string_runs_equal_brute_force(lo in 0u32..4, extra in 0u32..12, called in any::<bool>(), seed in any::<u64>()) {
+        let hi = lo + extra;
+        let counted = format!("[a-c]{{{lo},{hi}}}");
+        let (item, rules) = if called {
+            (r#""\"" chars "\"""#.to_string(), format!("chars ::= {counted}\n"))
+        } else {
+            (format!(r#""\"" {counted} "\"""#), String::new())
+        };
+        let src = format!(
+            r#"root ::= "[" (value ("," value)*)? "]"
+value ::= {item} | "{{" key ":" value "}}"
+key ::= "\"" ([a-c] | "\\" [n\\])* "\""
+{rules}"#
+        );
+        let g = stencil_grammar::parse_gbnf(&src).unwrap();
+        check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
     }
 }
 

@@ -1339,15 +1339,6 @@ impl<'o> Ctx<'o> {
     }
 
     /// The contents of any string, as one shared rule.
-    fn any_content(&mut self) -> Expr {
-        if let Some(id) = self.g.rule_id("string-content") {
-            return Expr::Rule(id);
-        }
-        let body = no_inline(Expr::Regex(length_hir(0, None).to_string()));
-        self.names.insert("string-content".into());
-        Expr::Rule(self.g.add_rule("string-content", body))
-    }
-
     fn any_string(&mut self) -> Expr {
         if let Some(id) = self.any_string {
             return Expr::Rule(id);
@@ -1360,9 +1351,11 @@ impl<'o> Ctx<'o> {
 
     /// String contents (escaped) of any string except the given ones: a trie over the
     /// excluded strings' characters, each node allowing "end here" unless it is one of them,
-    /// any character not continuing the trie followed by anything.
+    /// any character not continuing the trie followed by anything. "Anything" is written
+    /// in place, not called: a call would make every byte of such a key a two-item Earley
+    /// step; the copies cost nothing once the engine minimizes the rule's automaton.
     fn string_not_in(&mut self, excluded: &[String]) -> Expr {
-        let any = self.any_content();
+        let any = Expr::Regex(length_hir(0, None).to_string());
         let words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
         fn build(words: &[Vec<char>], depth: usize, any: &Expr) -> Expr {
             let terminal = words.iter().any(|w| w.len() == depth);

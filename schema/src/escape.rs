@@ -31,11 +31,7 @@ pub(crate) fn json_string(s: &str) -> String {
 
 /// Characters spelled as themselves.
 fn plain_ranges() -> Vec<ClassUnicodeRange> {
-    vec![
-        ClassUnicodeRange::new(' ', '!'),
-        ClassUnicodeRange::new('#', '['),
-        ClassUnicodeRange::new(']', char::MAX),
-    ]
+    vec![ClassUnicodeRange::new(' ', '!'), ClassUnicodeRange::new('#', '['), ClassUnicodeRange::new(']', char::MAX)]
 }
 
 /// The escaped-text language of one class of characters.
@@ -46,17 +42,21 @@ pub(crate) fn class_hir(class: &ClassUnicode) -> Hir {
     if plain.ranges().first().is_some() {
         alts.push(Hir::class(Class::Unicode(plain)));
     }
-    // The escaped ones: `"`, `\`, and control characters.
+    // The escaped ones: `"`, `\`, and control characters, written as one trie.
+    let mut escaped: Vec<Vec<u8>> = Vec::new();
     for r in class.ranges() {
         let (lo, hi) = (r.start() as u32, r.end() as u32);
-        for cp in lo..=hi.min(0x1F) {
-            alts.push(escaped_literal(char::from_u32(cp).unwrap()));
+        let specials = ['"', '\\'].into_iter().filter(|&c| (lo..=hi).contains(&(c as u32)));
+        for c in (lo..=hi.min(0x1F)).filter_map(char::from_u32).chain(specials) {
+            let mut s = String::new();
+            escape_char(c, &mut s);
+            escaped.push(s.into_bytes());
         }
-        for special in ['"', '\\'] {
-            if (lo..=hi).contains(&(special as u32)) {
-                alts.push(escaped_literal(special));
-            }
-        }
+    }
+    escaped.sort_unstable();
+    escaped.dedup();
+    if !escaped.is_empty() {
+        alts.push(ascii_trie(&escaped));
     }
     match alts.len() {
         0 => Hir::fail(),
@@ -65,10 +65,36 @@ pub(crate) fn class_hir(class: &ClassUnicode) -> Hir {
     }
 }
 
-fn escaped_literal(c: char) -> Hir {
-    let mut s = String::new();
-    escape_char(c, &mut s);
-    Hir::literal(s.into_bytes())
+/// The alternation of sorted ASCII `words`, common prefixes written once and last bytes
+/// gathered into classes (`\u000a|\u000b` becomes `\u000[ab]`), so that automata built
+/// from it stay small.
+fn ascii_trie(words: &[Vec<u8>]) -> Hir {
+    let mut alts = Vec::new();
+    let mut last_bytes = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let Some(&b) = words[i].first() else {
+            alts.push(Hir::empty());
+            i += 1;
+            continue;
+        };
+        let end = i + words[i..].iter().take_while(|w| w.first() == Some(&b)).count();
+        let tails: Vec<Vec<u8>> = words[i..end].iter().map(|w| w[1..].to_vec()).collect();
+        if tails.iter().all(Vec::is_empty) {
+            last_bytes.push(ClassUnicodeRange::new(b as char, b as char));
+        } else {
+            alts.push(Hir::concat(vec![Hir::literal([b]), ascii_trie(&tails)]));
+        }
+        i = end;
+    }
+    if !last_bytes.is_empty() {
+        alts.push(Hir::class(Class::Unicode(ClassUnicode::new(last_bytes))));
+    }
+    match alts.len() {
+        0 => Hir::fail(),
+        1 => alts.pop().unwrap(),
+        _ => Hir::alternation(alts),
+    }
 }
 
 /// Rewrites a character-level `hir` into the language of its strings' escaped spellings.
@@ -86,12 +112,9 @@ pub(crate) fn escape_hir(h: &Hir) -> Result<Hir, String> {
         HirKind::Class(Class::Unicode(c)) => class_hir(c),
         HirKind::Class(Class::Bytes(_)) => return Err("a byte-oriented character class".into()),
         HirKind::Look(_) => return Err("an assertion".into()),
-        HirKind::Repetition(r) => Hir::repetition(Repetition {
-            min: r.min,
-            max: r.max,
-            greedy: true,
-            sub: Box::new(escape_hir(&r.sub)?),
-        }),
+        HirKind::Repetition(r) => {
+            Hir::repetition(Repetition { min: r.min, max: r.max, greedy: true, sub: Box::new(escape_hir(&r.sub)?) })
+        }
         HirKind::Capture(c) => escape_hir(&c.sub)?,
         HirKind::Concat(v) => Hir::concat(v.iter().map(escape_hir).collect::<Result<_, _>>()?),
         HirKind::Alternation(v) => Hir::alternation(v.iter().map(escape_hir).collect::<Result<_, _>>()?),

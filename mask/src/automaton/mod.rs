@@ -6,14 +6,15 @@
 //! trimmed, so every live Earley item can finish: a non-empty item set means the input so
 //! far is a viable prefix.
 
+mod minimize;
 mod nfa;
 mod split;
 
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use crate::vocab::Vocabulary;
-use nfa::{Edge, Nfa, NfaBuilder};
-use std::collections::{BTreeMap, HashMap};
+use minimize::Transition;
+use nfa::{Edge, Nfa, NfaBuilder, Regexes};
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
 /// "No transition".
@@ -60,6 +61,12 @@ pub(crate) struct Automaton {
     pub predicted: Vec<Vec<u32>>,
     /// The bytes a state has transitions on.
     pub first_bytes: Vec<[u64; 4]>,
+    /// Runs (see `compute_runs`): per state, the ASCII bytes that move it where `a` does,
+    /// and how many such bytes in a row keep every item alive and alone, with an unknown
+    /// caller (`run_len`) or any (`run_len_simple`).
+    pub run_bytes: Vec<u128>,
+    pub run_len: Vec<u32>,
+    pub run_len_simple: Vec<u32>,
     /// Not final, no calls: see [`Automaton::is_simple`].
     pub simple: Vec<bool>,
     /// Per rule: the bytes that can come right after the rule ends, in any context.
@@ -83,6 +90,13 @@ impl Automaton {
     #[inline]
     pub fn is_simple(&self, state: u32) -> bool {
         self.simple[state as usize]
+    }
+
+    /// Whether an item `(state, origin)` reached by a byte makes a set on its own: it
+    /// predicts nothing, and completes nothing but, with an unknown caller, an escape.
+    #[inline]
+    pub fn steps_alone(&self, state: u32, origin: u32) -> bool {
+        self.simple[state as usize] || (origin == crate::earley::NO_ORIGIN && self.calls[state as usize].is_empty())
     }
 
     pub fn has_byte_edges(&self, state: u32) -> bool {
@@ -112,7 +126,8 @@ impl Automaton {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
         check_references(grammar)?;
-        let inline = choose_inlined(grammar);
+        let regexes = Regexes::default();
+        let inline = choose_inlined(grammar, &regexes);
 
         // 1. Thompson NFAs of the rules that stay rules.
         let mut terminals: Vec<TokenTerminal> = Vec::new();
@@ -139,7 +154,7 @@ impl Automaton {
         };
         let mut nfas: Vec<Option<Nfa>> = Vec::with_capacity(n_rules + 1);
         {
-            let mut builder = NfaBuilder::new(grammar, limits, &inline, &mut resolve);
+            let mut builder = NfaBuilder::new(grammar, limits, &inline, &regexes, &mut resolve);
             for r in 0..n_rules {
                 nfas.push(if inline[r] { None } else { Some(builder.build_rule(RuleId(r as u32))?) });
             }
@@ -187,6 +202,9 @@ impl Automaton {
             same_origin: Vec::new(),
             predicted: Vec::new(),
             first_bytes: Vec::new(),
+            run_bytes: Vec::new(),
+            run_len: Vec::new(),
+            run_len_simple: Vec::new(),
             simple: Vec::new(),
             follow: Vec::new(),
             start_state: 0,
@@ -209,12 +227,20 @@ impl Automaton {
                 let base = a.rule_start[r] as usize;
                 let t1 = std::time::Instant::now();
                 let before = a.n_states() - base;
-                minimize(&mut a, base, deadline);
+                minimize(&mut a, base);
                 let t2 = std::time::Instant::now();
                 t_det += (t1 - t0).as_secs_f64();
                 t_min += (t2 - t1).as_secs_f64();
                 if trace && before > 2000 {
-                    eprintln!("    rule {} nfa {} dfa {} min {} det {:.1} ms min {:.1} ms", a.rule_names[r], nfa.edges.len(), before, a.n_states() - base, (t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
+                    eprintln!(
+                        "    rule {} nfa {} dfa {} min {} det {:.1} ms min {:.1} ms",
+                        a.rule_names[r],
+                        nfa.edges.len(),
+                        before,
+                        a.n_states() - base,
+                        (t1 - t0).as_secs_f64() * 1e3,
+                        (t2 - t1).as_secs_f64() * 1e3
+                    );
                 }
             }
         }
@@ -231,17 +257,33 @@ impl Automaton {
         }
         trim(&mut a, &productive);
         phase("fixpoints+trim", String::new());
-        a.first_bytes = (0..a.n_states())
+        // The bytes of each class, then per state: the bytes it moves on, and the ASCII
+        // bytes that take it where `a` does.
+        let mut class_bytes = vec![[0u64; 4]; a.n_classes];
+        for b in 0..=255u8 {
+            class_bytes[a.byte_class[b as usize] as usize][b as usize >> 6] |= 1 << (b & 63);
+        }
+        let nc = a.n_classes;
+        let class_a = a.byte_class[b'a' as usize] as usize;
+        let mut succ = Vec::with_capacity(a.n_states());
+        (a.first_bytes, a.run_bytes) = (0..a.n_states())
             .map(|s| {
-                let mut set = [0u64; 4];
-                for b in 0..=255u8 {
-                    if a.next(s as u32, b) != DEAD {
-                        set[b as usize >> 6] |= 1 << (b & 63);
+                let row = &a.trans[s * nc..(s + 1) * nc];
+                let (mut moves, mut like_a) = ([0u64; 4], 0u128);
+                for (c, &t) in row.iter().enumerate() {
+                    if t != DEAD {
+                        moves.iter_mut().zip(&class_bytes[c]).for_each(|(m, b)| *m |= b);
+                        if t == row[class_a] {
+                            like_a |= class_bytes[c][0] as u128 | (class_bytes[c][1] as u128) << 64;
+                        }
                     }
                 }
-                set
+                succ.push(row[class_a]);
+                (moves, like_a)
             })
-            .collect();
+            .unzip();
+        a.run_len = compute_runs(&a, &succ, |t| a.calls[t].is_empty());
+        a.run_len_simple = compute_runs(&a, &succ, |t| !a.is_final[t] && a.calls[t].is_empty());
         phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
         phase("closures", String::new());
@@ -250,6 +292,28 @@ impl Automaton {
         phase("follow", String::new());
         Ok(a)
     }
+}
+
+/// How many bytes of `run_bytes[s]` in a row, from each state `s`, lead through states
+/// that are alive and pass `ok` (`u32::MAX`: any number). `succ[s]` is where those bytes
+/// lead; a run continues into `succ[s]` while its bytes are a subset of the successor's
+/// (a counted string: `maxLength - count` more characters; a loop: unbounded).
+fn compute_runs(a: &Automaton, succ: &[u32], ok: impl Fn(usize) -> bool) -> Vec<u32> {
+    let mut len = vec![0u32; a.n_states()];
+    // Successors mostly come later in the numbering: fill from the end.
+    for s in (0..a.n_states()).rev() {
+        let t = succ[s];
+        len[s] = if t == DEAD || !ok(t as usize) {
+            0
+        } else if t as usize == s {
+            u32::MAX
+        } else if t as usize > s && a.run_bytes[s] & !a.run_bytes[t as usize] == 0 {
+            len[t as usize].saturating_add(1)
+        } else {
+            1
+        };
+    }
+    len
 }
 
 fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
@@ -269,15 +333,16 @@ fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
 
 /// Size of an expression for the inlining decision; a reference to a rule counts as the
 /// size that rule expands to (`rule_size`) when it is inlined itself, else as 1.
-fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
+fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize, regexes: &Regexes) -> usize {
     match e {
         // Saturating: nested repetitions multiply (`(("a"{8}){8}){8}`...).
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |n, x| n.saturating_add(expr_size(x, rule_size))),
-        Expr::Repeat { expr, min, max } => 1usize
-            .saturating_add(expr_size(expr, rule_size).saturating_mul((*max).unwrap_or(*min).clamp(1, 8) as usize)),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |n, x| n.saturating_add(expr_size(x, rule_size, regexes))),
+        Expr::Repeat { expr, min, max } => 1usize.saturating_add(
+            expr_size(expr, rule_size, regexes).saturating_mul((*max).unwrap_or(*min).clamp(1, 8) as usize),
+        ),
         Expr::Literal(b) => 1 + b.len() / 8,
         Expr::Rule(r) => rule_size(r.0),
-        Expr::Regex(pattern) => regex_size(pattern),
+        Expr::Regex(pattern) => regex_size(pattern, regexes),
         _ => 1,
     }
 }
@@ -285,7 +350,7 @@ fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize) -> usize {
 /// [`expr_size`] of a regex terminal, measured on its syntax tree: a regex is no cheaper
 /// to expand than the same expression written in the IR (`[a-z]{0,1000}` must not be
 /// inlined into every caller). A pattern that does not parse counts as big (it fails later).
-fn regex_size(pattern: &str) -> usize {
+fn regex_size(pattern: &str, regexes: &Regexes) -> usize {
     use regex_syntax::hir::{Hir, HirKind};
     fn size(h: &Hir) -> usize {
         match h.kind() {
@@ -296,16 +361,14 @@ fn regex_size(pattern: &str) -> usize {
             HirKind::Repetition(r) => {
                 1usize.saturating_add(size(&r.sub).saturating_mul(r.max.unwrap_or(r.min).clamp(1, 8) as usize))
             }
-            HirKind::Concat(v) | HirKind::Alternation(v) => {
-                v.iter().fold(1usize, |n, x| n.saturating_add(size(x)))
-            }
+            HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().fold(1usize, |n, x| n.saturating_add(size(x))),
         }
     }
     // Only the decision "small or not" matters: long patterns are big without parsing.
     if pattern.len() > 64 * INLINE_MAX_SIZE {
         return usize::MAX;
     }
-    match regex_syntax::ParserBuilder::new().utf8(true).unicode(true).build().parse(pattern) {
+    match regexes.parse(pattern) {
         Ok(h) => size(&h),
         Err(_) => usize::MAX,
     }
@@ -315,7 +378,7 @@ fn regex_size(pattern: &str) -> usize {
 ///
 /// Linear in the grammar and without recursion on the call graph (a chain of 100,000
 /// rules must neither take quadratic time nor overflow the stack).
-fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
+fn choose_inlined(grammar: &Grammar, regexes: &Regexes) -> Vec<bool> {
     let n = grammar.rules.len();
     let callees: Vec<Vec<u32>> = grammar
         .rules
@@ -353,13 +416,17 @@ fn choose_inlined(grammar: &Grammar) -> Vec<bool> {
                 continue;
             }
             stack.pop();
-            let own = expr_size(&grammar.rules[r].body, &|c| {
-                if inline[c as usize] {
-                    size[c as usize].unwrap_or(1)
-                } else {
-                    1
-                }
-            });
+            let own = expr_size(
+                &grammar.rules[r].body,
+                &|c| {
+                    if inline[c as usize] {
+                        size[c as usize].unwrap_or(1)
+                    } else {
+                        1
+                    }
+                },
+                regexes,
+            );
             inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
             size[r] = Some(own);
         }
@@ -464,8 +531,10 @@ fn determinize(
     let base = a.n_states() as u32;
     let mut seen = vec![0u32; nfa.edges.len()];
     let mut stamp = 1u32;
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
+    let mut direct: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
     let mut sets: Vec<Vec<u32>> = Vec::new();
+    let mut row: Vec<u32> = Vec::with_capacity(a.n_classes);
     let mut start = vec![0u32];
     eps_closure(nfa, &mut start, &mut seen, stamp);
     ids.insert(start.clone(), base);
@@ -496,9 +565,7 @@ fn determinize(
                 rule: a.rule_names[rule as usize].clone(),
             });
         }
-        buckets.iter_mut().for_each(Vec::clear);
-        let mut calls: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        let mut toks: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut labelled: Vec<(bool, u32, u32)> = Vec::new(); // (is token, rule or terminal, to)
         let mut is_final = false;
         for &s in &sets[i] {
             is_final |= s == nfa.accept;
@@ -510,28 +577,60 @@ fn determinize(
                             buckets[c as usize].push(to);
                         }
                     }
-                    Edge::Call { rule, to } => calls.entry(rule).or_default().push(to),
-                    Edge::Token { terminal, to } => toks.entry(terminal).or_default().push(to),
+                    Edge::Call { rule, to } => labelled.push((false, rule, to)),
+                    Edge::Token { terminal, to } => labelled.push((true, terminal, to)),
                 }
             }
         }
-        let mut target = |mut set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
-            stamp += 1;
-            eps_closure(nfa, &mut set, &mut seen, stamp);
+        // By the NFA states a transition reaches before its ε-closure: most byte classes
+        // of a state share their targets, and the closure is the costly part.
+        let mut target = |set: &mut Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
+            set.sort_unstable();
             set.dedup();
-            *ids.entry(set.clone()).or_insert_with(|| {
-                sets.push(set);
-                base + sets.len() as u32 - 1
-            })
+            if let Some(&id) = direct.get(set.as_slice()) {
+                set.clear();
+                return id;
+            }
+            let direct_key = set.clone();
+            stamp += 1;
+            eps_closure(nfa, set, &mut seen, stamp);
+            set.dedup();
+            let id = match ids.get(set.as_slice()) {
+                Some(&id) => {
+                    set.clear();
+                    id
+                }
+                None => {
+                    let id = base + sets.len() as u32;
+                    ids.insert(set.clone(), id);
+                    sets.push(std::mem::take(set));
+                    id
+                }
+            };
+            direct.insert(direct_key, id);
+            id
         };
-        let mut row = vec![DEAD; n_classes];
-        for c in 0..n_classes {
-            if !buckets[c].is_empty() {
-                row[c] = target(std::mem::take(&mut buckets[c]), &mut sets);
+        row.clear();
+        for bucket in buckets.iter_mut() {
+            row.push(if bucket.is_empty() { DEAD } else { target(bucket, &mut sets) });
+        }
+        labelled.sort_unstable();
+        let (mut calls, mut toks) = (Vec::new(), Vec::new());
+        let mut j = 0;
+        while j < labelled.len() {
+            let (is_token, label, _) = labelled[j];
+            let mut set: Vec<u32> = Vec::new();
+            while j < labelled.len() && (labelled[j].0, labelled[j].1) == (is_token, label) {
+                set.push(labelled[j].2);
+                j += 1;
+            }
+            let to = target(&mut set, &mut sets);
+            if is_token {
+                toks.push((label, to))
+            } else {
+                calls.push((label, to))
             }
         }
-        let calls: Vec<(u32, u32)> = calls.into_iter().map(|(r, set)| (r, target(set, &mut sets))).collect();
-        let toks: Vec<(u32, u32)> = toks.into_iter().map(|(t, set)| (t, target(set, &mut sets))).collect();
         a.trans.extend_from_slice(&row);
         a.state_rule.push(rule);
         a.is_final.push(is_final);
@@ -542,71 +641,40 @@ fn determinize(
     Ok(())
 }
 
-/// Rules with more states than this are left unminimized (Moore's refinement is
-/// quadratic in the worst case; minimizing is an optimization, not needed for correctness).
-const MINIMIZE_MAX_STATES: usize = 20_000;
-/// Signature entries Moore's refinement may compute for one rule before giving up (about
-/// a tenth of a second).
-const MINIMIZE_MAX_WORK: usize = 20_000_000;
-
-/// Merges equivalent states of the rule whose states are `base..` (Moore's partition
-/// refinement), keeping the start state first. Fewer states means fewer mask-cache entries.
-/// Gives up, leaving the rule as it is, past `deadline`.
-fn minimize(a: &mut Automaton, base: usize, deadline: std::time::Instant) {
+/// Merges equivalent states of the rule whose states are `base..` (partition refinement,
+/// see [`minimize::coarsest_partition`]), keeping the start state first. Fewer states means
+/// fewer mask-cache entries.
+fn minimize(a: &mut Automaton, base: usize) {
     let n = a.n_states() - base;
-    if n > MINIMIZE_MAX_STATES {
-        return;
-    }
     let nc = a.n_classes;
-    let mut class: Vec<u32> = (0..n).map(|i| a.is_final[base + i] as u32).collect();
-    let mut n_classes = 0;
-    // Each round costs about n * nc; chains of states need up to n rounds (quadratic).
-    let mut work = 0usize;
-    loop {
-        work += n * (nc + 4);
-        if work > MINIMIZE_MAX_WORK {
-            return;
-        }
-        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut next = Vec::with_capacity(n);
-        for i in 0..n {
-            let s = base + i;
-            let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize - base] };
-            let mut sig = vec![class[i]];
-            sig.extend(a.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
-            for &(r, t) in &a.calls[s] {
-                sig.extend([u32::MAX - 1, r, map(t)]);
+    let mut transitions = Vec::new();
+    for i in 0..n {
+        let s = base + i;
+        let tail = i as u32;
+        for (c, &t) in a.trans[s * nc..(s + 1) * nc].iter().enumerate() {
+            if t != DEAD {
+                transitions.push(Transition { tail, label: c as u64, head: t - base as u32 });
             }
-            for &(k, t) in &a.token_edges[s] {
-                sig.extend([u32::MAX - 2, k, map(t)]);
-            }
-            let len = ids.len() as u32;
-            next.push(*ids.entry(sig).or_insert(len));
         }
-        let count = ids.len();
-        class = next;
-        if std::time::Instant::now() > deadline {
-            return;
+        for &(r, t) in &a.calls[s] {
+            transitions.push(Transition { tail, label: (nc as u64) + 2 * r as u64, head: t - base as u32 });
         }
-        if count == n_classes {
-            break;
+        for &(k, t) in &a.token_edges[s] {
+            transitions.push(Transition { tail, label: (nc as u64) + 2 * k as u64 + 1, head: t - base as u32 });
         }
-        n_classes = count;
     }
+    let (class, n_classes) = minimize::coarsest_partition(n, &a.is_final[base..], &transitions);
     if n_classes == n {
         return;
     }
-    // Renumber so that the start state's class comes first, then by first occurrence.
-    let mut renumber = vec![u32::MAX; n_classes];
+    // One representative per class, in class order (the start state's class is 0).
     let mut order = Vec::with_capacity(n_classes);
-    for i in 0..n {
-        let c = class[i] as usize;
-        if renumber[c] == u32::MAX {
-            renumber[c] = order.len() as u32;
+    for (i, &c) in class.iter().enumerate() {
+        if c as usize == order.len() {
             order.push(i);
         }
     }
-    let map = |t: u32| if t == DEAD { DEAD } else { base as u32 + renumber[class[t as usize - base] as usize] };
+    let map = |t: u32| if t == DEAD { DEAD } else { base as u32 + class[t as usize - base] };
     let mut trans = Vec::with_capacity(n_classes * nc);
     let (mut finals, mut calls, mut toks) = (Vec::new(), Vec::new(), Vec::new());
     for &i in &order {
@@ -626,7 +694,7 @@ fn minimize(a: &mut Automaton, base: usize, deadline: std::time::Instant) {
     a.token_edges.extend(toks);
     let rule = a.state_rule[base];
     a.state_rule.truncate(base);
-    a.state_rule.extend(std::iter::repeat(rule).take(n_classes));
+    a.state_rule.extend(std::iter::repeat_n(rule, n_classes));
 }
 
 /// Least fixpoint of a per-rule flag: a rule gets the flag when its start state reaches a

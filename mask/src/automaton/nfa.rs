@@ -1,5 +1,6 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
 
+use super::minimize::Transition;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -28,6 +29,7 @@ pub(crate) struct NfaBuilder<'a> {
     pub limits: &'a Limits,
     /// Rules whose bodies are expanded in place instead of called.
     pub inline: &'a [bool],
+    pub regexes: &'a Regexes,
     /// Token terminal index of each `Expr::Token` met, in traversal order (resolved by the caller).
     pub token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     pub total_states: usize,
@@ -42,12 +44,14 @@ impl<'a> NfaBuilder<'a> {
         grammar: &'a Grammar,
         limits: &'a Limits,
         inline: &'a [bool],
+        regexes: &'a Regexes,
         token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     ) -> Self {
         NfaBuilder {
             grammar,
             limits,
             inline,
+            regexes,
             token_terminal,
             total_states: 0,
             rule_name: String::new(),
@@ -361,7 +365,7 @@ impl<'a> NfaBuilder<'a> {
 
     /// A regex terminal: parsed by regex-syntax (UTF-8, Unicode), then built like the IR.
     fn regex(&mut self, pattern: &str, start: u32, depth: usize) -> Result<u32, CompileError> {
-        let hir = parse_regex(pattern).map_err(|message| CompileError::BadRegex {
+        let hir = self.regexes.parse(pattern).map_err(|message| CompileError::BadRegex {
             rule: self.rule_name.clone(),
             pattern: pattern.to_string(),
             message,
@@ -383,6 +387,23 @@ enum Node<'x> {
 /// Parses a regex terminal as the engine reads it (UTF-8, Unicode).
 pub(crate) fn parse_regex(pattern: &str) -> Result<Hir, String> {
     regex_syntax::ParserBuilder::new().utf8(true).unicode(true).build().parse(pattern).map_err(|e| e.to_string())
+}
+
+/// Regexes parsed once per compile: generated grammars (JSON Schema) repeat a few patterns,
+/// such as a JSON string's, in hundreds of places.
+#[derive(Default)]
+pub(crate) struct Regexes(std::cell::RefCell<rustc_hash::FxHashMap<String, Result<std::rc::Rc<Hir>, String>>>);
+
+impl Regexes {
+    /// [`parse_regex`], remembered.
+    pub fn parse(&self, pattern: &str) -> Result<std::rc::Rc<Hir>, String> {
+        if let Some(parsed) = self.0.borrow().get(pattern) {
+            return parsed.clone();
+        }
+        let parsed = parse_regex(pattern).map(std::rc::Rc::new);
+        self.0.borrow_mut().insert(pattern.to_string(), parsed.clone());
+        parsed
+    }
 }
 
 /// A lower bound on the states `build_hir` makes for `h` (saturating).
@@ -494,49 +515,32 @@ impl MiniDfa {
         Some(d)
     }
 
-    /// Moore's refinement (the automaton is small).
+    /// Merges equivalent states ([`super::minimize::coarsest_partition`], bytes as labels).
     fn minimize(&mut self) {
         let n = self.finals.len();
-        let mut class: Vec<u32> = self.finals.iter().map(|&f| f as u32).collect();
-        let mut count = 0;
-        loop {
-            let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
-            let mut next = Vec::with_capacity(n);
-            for s in 0..n {
-                // Byte ranges re-merged by target class, so equal behaviour gives equal signatures.
-                let mut sig = vec![class[s]];
-                let mut last: Option<(u32, u32)> = None; // (hi + 1, class) of the open range
-                for e in &self.edges[s] {
-                    match *e {
-                        Edge::Bytes { lo, hi, to } => {
-                            let c = class[to as usize];
-                            if last == Some((lo as u32, c)) {
-                                let l = sig.len();
-                                sig[l - 2] = hi as u32;
-                            } else {
-                                sig.extend([u32::MAX - 3, lo as u32, hi as u32, c]);
-                            }
-                            last = Some((hi as u32 + 1, c));
-                        }
-                        Edge::Call { rule, to } => sig.extend([u32::MAX - 1, rule, class[to as usize]]),
-                        Edge::Token { terminal, to } => sig.extend([u32::MAX - 2, terminal, class[to as usize]]),
-                        Edge::Eps(_) => {}
+        let mut transitions = Vec::new();
+        for (s, edges) in self.edges.iter().enumerate() {
+            let tail = s as u32;
+            for e in edges {
+                match *e {
+                    Edge::Bytes { lo, hi, to } => {
+                        transitions.extend((lo..=hi).map(|b| Transition { tail, label: b as u64, head: to }))
                     }
+                    Edge::Call { rule, to } => {
+                        transitions.push(Transition { tail, label: 256 + 2 * rule as u64, head: to })
+                    }
+                    Edge::Token { terminal, to } => {
+                        transitions.push(Transition { tail, label: 257 + 2 * terminal as u64, head: to })
+                    }
+                    Edge::Eps(_) => {}
                 }
-                let len = ids.len() as u32;
-                next.push(*ids.entry(sig).or_insert(len));
             }
-            let new_count = ids.len();
-            class = next;
-            if new_count == count {
-                break;
-            }
-            count = new_count;
         }
+        let (class, count) = super::minimize::coarsest_partition(n, &self.finals, &transitions);
         if count == n {
             return;
         }
-        // Class of the start state first (classes are numbered by first occurrence: it is 0).
+        // Classes are numbered by first occurrence: the start state's is 0.
         let mut rep = vec![u32::MAX; count];
         for s in 0..n {
             if rep[class[s] as usize] == u32::MAX {
@@ -567,5 +571,4 @@ impl MiniDfa {
         self.finals = finals;
         self.edges = edges;
     }
-
 }
