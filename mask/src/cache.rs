@@ -73,12 +73,26 @@ pub(crate) fn compute(
         let alive;
         if p != DEAD {
             // A subtree spelled only with bytes that keep the item alive and alone for as
-            // many steps as the subtree is deep (most of a string's interior) is alive
-            // throughout: its tokens are one run, taken at once (escapes inside it change
-            // nothing for tokens that are alive).
-            if node.ascii && trie.subtree_ascii[i] & !a.run_bytes[p as usize] == 0 {
+            // many steps as the subtree is deep (most of a string's interior: its run
+            // bytes, and in a loop, well-formed non-ASCII characters) is alive throughout:
+            // its tokens are one run, taken at once (escapes inside it change nothing for
+            // tokens that are alive).
+            if trie.subtree_ascii[i] & !a.run_bytes[p as usize] == 0 {
                 let run = if origin == NO_ORIGIN { a.run_len[p as usize] } else { a.run_len_simple[p as usize] };
-                if node.height as u32 <= run {
+                let whole = if node.ascii {
+                    node.height as u32 <= run
+                } else if node.utf8 {
+                    // Other characters too, where each takes the state where `a` does.
+                    let utf8_run = a.utf8_run[p as usize];
+                    if origin == NO_ORIGIN {
+                        node.height as u32 <= utf8_run
+                    } else {
+                        run == u32::MAX && utf8_run == u32::MAX
+                    }
+                } else {
+                    false
+                };
+                if whole {
                     trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
                     i = node.subtree_end as usize;
                     continue;

@@ -10,6 +10,9 @@ pub(crate) struct Node {
     pub ascii: bool,
     /// The subtree's longest path, this node's edge included (saturating).
     pub height: u16,
+    /// Every path of the subtree, read from this node's edge on, is well-formed UTF-8 or
+    /// a prefix of it (from a character boundary).
+    pub utf8: bool,
     pub depth: u32,
     pub subtree_end: u32,
     tokens_start: u32,
@@ -35,7 +38,16 @@ impl TokenTrie {
         let mut pairs: Vec<(&[u8], u32)> = pairs.into_iter().collect();
         pairs.sort_unstable();
         pairs.dedup();
-        let root = Node { byte: 0, ascii: false, height: 0, depth: 0, subtree_end: 0, tokens_start: 0, tokens_end: 0 };
+        let root = Node {
+            byte: 0,
+            ascii: false,
+            height: 0,
+            utf8: false,
+            depth: 0,
+            subtree_end: 0,
+            tokens_start: 0,
+            tokens_end: 0,
+        };
         let mut nodes = vec![root];
         let mut token_ids = Vec::with_capacity(pairs.len());
         // `path[d]` is the node at depth d on the path to the previous key.
@@ -53,6 +65,7 @@ impl TokenTrie {
                     byte: b,
                     ascii: false,
                     height: 1,
+                    utf8: false,
                     depth: d as u32 + 1,
                     subtree_end: 0,
                     tokens_start: t,
@@ -88,6 +101,7 @@ impl TokenTrie {
             subtree_ascii[n] = bytes;
             nodes[n].ascii = ascii;
             nodes[n].height = below.saturating_add(1);
+            nodes[n].utf8 = utf8_from(&nodes, n);
         }
         TokenTrie { nodes, token_ids, max_depth, subtree_ascii }
     }
@@ -136,6 +150,47 @@ impl TokenTrie {
     }
 }
 
+/// Whether every path from node `n`'s edge down is well-formed UTF-8 or a prefix of it,
+/// given that the subtrees of `n`'s descendants already know (children come later in
+/// preorder, so they are filled first).
+fn utf8_from(nodes: &[Node], n: usize) -> bool {
+    let children = |m: usize| {
+        let end = nodes[m].subtree_end as usize;
+        std::iter::successors((m + 1 < end).then_some(m + 1), move |&c| {
+            let next = nodes[c].subtree_end as usize;
+            (next < end).then_some(next)
+        })
+    };
+    // The continuation bytes a lead byte needs: the second byte's range, and how many.
+    let (second, count) = match nodes[n].byte {
+        0x00..=0x7F => return children(n).all(|c| nodes[c].utf8),
+        0xC2..=0xDF => ((0x80, 0xBF), 1),
+        0xE0 => ((0xA0, 0xBF), 2),
+        0xE1..=0xEC | 0xEE..=0xEF => ((0x80, 0xBF), 2),
+        0xED => ((0x80, 0x9F), 2),
+        0xF0 => ((0x90, 0xBF), 3),
+        0xF1..=0xF3 => ((0x80, 0xBF), 3),
+        0xF4 => ((0x80, 0x8F), 3),
+        _ => return false,
+    };
+    // Walk the character's remaining bytes; past them, the children must know.
+    let mut level = vec![n];
+    for i in 0..count {
+        let (lo, hi) = if i == 0 { second } else { (0x80, 0xBF) };
+        let mut next = Vec::new();
+        for &m in &level {
+            for c in children(m) {
+                if !(lo..=hi).contains(&nodes[c].byte) {
+                    return false;
+                }
+                next.push(c);
+            }
+        }
+        level = next;
+    }
+    level.iter().all(|&m| children(m).all(|c| nodes[c].utf8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +219,15 @@ mod tests {
         assert!(!u.nodes[u.find("é".as_bytes()).unwrap()].ascii);
         assert!(!u.nodes[u.find(&"é".as_bytes()[..1]).unwrap()].ascii);
         assert!(u.nodes[u.find(b"e").unwrap()].ascii);
+        assert!(u.nodes[u.find(&"é".as_bytes()[..1]).unwrap()].utf8);
+        let bad = TokenTrie::build([
+            (&[0xC3u8, 0x41][..], 0),
+            (&[0x80u8][..], 1),
+            (&[0x41u8, 0xE2, 0x82, 0xAC, 0x41][..], 2),
+        ]);
+        assert!(!bad.nodes[bad.find(&[0xC3]).unwrap()].utf8);
+        assert!(!bad.nodes[bad.find(&[0x80]).unwrap()].utf8);
+        assert!(bad.nodes[bad.find(&[0x41]).unwrap()].utf8);
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
     }
 }

@@ -66,9 +66,11 @@ fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
             tokens.push(t);
         }
     }
-    for piece in ["é", "aé", r"ab\u00e9", r"\\", r"\n"] {
+    for piece in ["é", "aé", r"ab\u00e9", r"\\", r"\n", "→", "a😀b", "ab\"é"] {
         tokens.push(piece.as_bytes().to_vec());
     }
+    // Pieces of characters: a lead byte alone, a tail alone, a bad byte.
+    tokens.extend([b"a\xc3".to_vec(), "😀".as_bytes()[1..].to_vec(), b"b\xff".to_vec()]);
     let v = tokens
         .into_iter()
         .enumerate()
@@ -200,9 +202,10 @@ proptest! {
     /// Counted and unbounded strings, inline and called, in and out of keys: the shapes
     /// JSON Schema makes, against the brute force on a vocabulary with long tokens.
     #[test]
-    fn string_runs_equal_brute_force(lo in 0u32..4, extra in 0u32..12, called in any::<bool>(), seed in any::<u64>()) {
+    fn string_runs_equal_brute_force(lo in 0u32..4, extra in 0u32..12, called in any::<bool>(), wide in any::<bool>(), seed in any::<u64>()) {
         let hi = lo + extra;
-        let counted = format!("[a-c]{{{lo},{hi}}}");
+        let class = if wide { r#"[^"\\]"# } else { "[a-c]" };
+        let counted = format!("{class}{{{lo},{hi}}}");
         let (item, rules) = if called {
             (r#""\"" chars "\"""#.to_string(), format!("chars ::= {counted}\n"))
         } else {
@@ -210,13 +213,56 @@ proptest! {
         };
         let src = format!(
             r#"root ::= "[" (value ("," value)*)? "]"
-value ::= {item} | "{{" key ":" value "}}"
+value ::= {item} | "{{" key ":" value "}}" | "\"" [^"\\]* "\""
 key ::= "\"" ([a-c] | "\\" [n\\])* "\""
 {rules}"#
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
         check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
     }
+}
+
+/// A counted string's last characters: a token one character too long for the count left
+/// is refused, one that fits is allowed, whatever the tokens share.
+#[test]
+fn counted_string_ends_exactly() {
+    let words = ["<eos>", "\"", "a", "aa", "aaa", "aaaa", "é", "éa", "aé", "aéa", "a\"", "aa\""];
+    let v = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.as_bytes().to_vec(), if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
+        .collect();
+    let vocab = Arc::new(Vocabulary::new(v, vec![0]).unwrap());
+    for class in ["[a-c]", r#"[^"\\]"#] {
+        for max in 1..6 {
+            let g = stencil_grammar::parse_gbnf(&format!(r#"root ::= "\"" {class}{{0,{max}}} "\"""#)).unwrap();
+            let r = Recognizer::new(&g).unwrap();
+            for prefix in ["\"", "\"a", "\"aa", "\"aaa", "\"é", "\"aé"] {
+                let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+                if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
+                    continue;
+                }
+                assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{class}{{0,{max}}} after {prefix}");
+            }
+        }
+    }
+}
+
+/// Greedy longest-match tokenization (enough for the small vocabularies here).
+fn tokenize(vocab: &Vocabulary, text: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        let (id, len) = (1..vocab.len() as u32)
+            .map(|t| (t, vocab.token_bytes(t)))
+            .filter(|(_, b)| rest.starts_with(b))
+            .map(|(t, b)| (t, b.len()))
+            .max_by_key(|&(_, l)| l)
+            .expect("tokenizable");
+        out.push(id);
+        rest = &rest[len..];
+    }
+    out
 }
 
 #[test]

@@ -1328,14 +1328,14 @@ impl<'o> Ctx<'o> {
         };
         let content = escape_if_needed(content, parts_was_empty_len(has_len));
         let big = s.max_len.is_some_and(|m| m > 1_000) || s.min_len > 1_000;
-        let re = Expr::Regex(content.to_string());
-        let inner = if big {
+        let string = seq(vec![lit("\""), Expr::Regex(content.to_string()), lit("\"")]);
+        if big {
+            // A rule of its own (the engine splits its long repetition), quotes included:
+            // called mid-string, the caller would wait at every byte for the closing quote.
             let name = format!("{}-maxLength-{}", sanitize(&ptr), s.max_len.unwrap_or(s.min_len));
-            Expr::Rule(self.add_rule(&name, re))
-        } else {
-            re
-        };
-        Ok(Some(seq(vec![lit("\""), inner, lit("\"")])))
+            return Ok(Some(Expr::Rule(self.add_rule(&name, string))));
+        }
+        Ok(Some(string))
     }
 
     /// The contents of any string, as one shared rule.
@@ -1349,45 +1349,104 @@ impl<'o> Ctx<'o> {
         Expr::Rule(id)
     }
 
-    /// String contents (escaped) of any string except the given ones: a trie over the
-    /// excluded strings' characters, each node allowing "end here" unless it is one of them,
-    /// any character not continuing the trie followed by anything. "Anything" is written
-    /// in place, not called: a call would make every byte of such a key a two-item Earley
-    /// step; the copies cost nothing once the engine minimizes the rule's automaton.
+    /// String contents (escaped) of any string except the given ones, over a trie of the
+    /// excluded strings' characters: either a walk down the trie that stops at a node that
+    /// is not an excluded string, or one that leaves the trie by some other character and
+    /// is followed by anything. "Anything" is written once, in place: a call would make
+    /// every byte of such a key a two-item Earley step, and one copy per trie node would
+    /// make its automaton as many times bigger.
     fn string_not_in(&mut self, excluded: &[String]) -> Expr {
-        let any = Expr::Regex(length_hir(0, None).to_string());
+        use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
         let words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
-        fn build(words: &[Vec<char>], depth: usize, any: &Expr) -> Expr {
-            let terminal = words.iter().any(|w| w.len() == depth);
-            let mut children: Vec<char> = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]).collect();
-            children.sort();
-            children.dedup();
-            let mut alts = Vec::new();
-            if !terminal {
-                alts.push(Expr::Empty);
-            }
-            for &c in &children {
-                let sub: Vec<Vec<char>> = words.iter().filter(|w| w.len() > depth && w[depth] == c).cloned().collect();
-                let mut s = String::new();
-                crate::escape::escape_char(c, &mut s);
-                alts.push(seq(vec![lit(&s), build(&sub, depth + 1, any)]));
-            }
-            // Any other character, then anything.
-            let mut cls = regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new('\0', char::MAX)]);
-            let mut ex = regex_syntax::hir::ClassUnicode::new(children.iter().map(|&c| regex_syntax::hir::ClassUnicodeRange::new(c, c)));
-            ex.negate();
-            cls.intersect(&ex);
-            if cls.ranges().first().is_some() {
-                let h = crate::escape::class_hir(&cls);
-                alts.push(seq(vec![Expr::Regex(h.to_string()), any.clone()]));
-            }
-            if alts.len() == 1 {
-                alts.pop().unwrap()
-            } else {
-                Expr::Alt(alts)
+        let children = |words: &[Vec<char>], depth: usize| -> Vec<(String, Vec<Vec<char>>)> {
+            let mut cs: Vec<char> = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]).collect();
+            cs.sort();
+            cs.dedup();
+            cs.into_iter()
+                .map(|c| {
+                    let mut s = String::new();
+                    crate::escape::escape_char(c, &mut s);
+                    (s, words.iter().filter(|w| w.len() > depth && w[depth] == c).cloned().collect())
+                })
+                .collect()
+        };
+        /// A trie node's children: each character's escaped spelling and the words below it.
+        type Children<'a> = &'a dyn Fn(&[Vec<char>], usize) -> Vec<(String, Vec<Vec<char>>)>;
+        fn alt_of(mut alts: Vec<Expr>) -> Option<Expr> {
+            match alts.len() {
+                0 => None,
+                1 => alts.pop(),
+                _ => Some(Expr::Alt(alts)),
             }
         }
-        build(&words, 0, &any)
+        // Walks down the trie that end at a node that is not an excluded string.
+        fn stop(words: &[Vec<char>], depth: usize, children: Children) -> Option<Expr> {
+            let mut alts = Vec::new();
+            if !words.iter().any(|w| w.len() == depth) {
+                alts.push(Expr::Empty);
+            }
+            for (c, sub) in children(words, depth) {
+                if let Some(rest) = stop(&sub, depth + 1, children) {
+                    alts.push(seq(vec![lit(&c), rest]));
+                }
+            }
+            alt_of(alts)
+        }
+        // Walks down the trie that leave it by a character no excluded string has there,
+        // among `chars` (the rest are left to `shared`, below).
+        fn leave(
+            words: &[Vec<char>],
+            depth: usize,
+            chars: &ClassUnicode,
+            children: Children,
+        ) -> Option<Expr> {
+            let mut alts = Vec::new();
+            for (c, sub) in children(words, depth) {
+                if let Some(rest) = leave(&sub, depth + 1, chars, children) {
+                    alts.push(seq(vec![lit(&c), rest]));
+                }
+            }
+            let mut other = chars.clone();
+            let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
+            let mut taken = ClassUnicode::new(here);
+            taken.negate();
+            other.intersect(&taken);
+            if other.ranges().first().is_some() {
+                alts.push(Expr::Regex(crate::escape::class_hir(&other).to_string()));
+            }
+            alt_of(alts)
+        }
+        // Walks down the trie that stop anywhere.
+        fn prefix(words: &[Vec<char>], depth: usize, children: Children) -> Expr {
+            let mut alts = vec![Expr::Empty];
+            for (c, sub) in children(words, depth) {
+                alts.push(seq(vec![lit(&c), prefix(&sub, depth + 1, children)]));
+            }
+            alt_of(alts).expect("not empty")
+        }
+        // Characters no excluded string has, spelled the same after any trie node: written
+        // once after "any prefix of the trie" rather than at every node (a key's trie node
+        // with its own copy of every non-ASCII character makes a big automaton). When the
+        // excluded strings are plain ASCII, that is every non-ASCII or escaped character.
+        let plain = ClassUnicode::new([
+            ClassUnicodeRange::new(' ', '!'),
+            ClassUnicodeRange::new('#', '['),
+            ClassUnicodeRange::new(']', '~'),
+        ]);
+        let is_plain = |c: char| plain.ranges().iter().any(|r| r.start() <= c && c <= r.end());
+        let leaving = if words.iter().flatten().all(|&c| is_plain(c)) {
+            let mut not_plain = plain.clone();
+            not_plain.negate();
+            let shared = Expr::Regex(crate::escape::class_hir(&not_plain).to_string());
+            let by_plain = leave(&words, 0, &plain, &children);
+            let by_shared = seq(vec![prefix(&words, 0, &children), shared]);
+            alt_of(by_plain.into_iter().chain([by_shared]).collect())
+        } else {
+            leave(&words, 0, &ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]), &children)
+        };
+        let any = Expr::Regex(length_hir(0, None).to_string());
+        let alts = [stop(&words, 0, &children), leaving.map(|l| seq(vec![l, any]))];
+        alt_of(alts.into_iter().flatten().collect()).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
     }
 
     // ---------------------------------------------------------------------------- arrays

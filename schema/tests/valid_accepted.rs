@@ -210,3 +210,31 @@ fn inner_anchors_still_refused() {
         }
     }
 }
+
+/// Extra properties are "any key but the declared ones": every short key over a small
+/// alphabet (escaped and non-ASCII characters included), against the `jsonschema` crate,
+/// for declared names that are plain ASCII and for names that are not.
+#[test]
+fn extra_keys_are_exactly_the_undeclared_ones() {
+    let alphabet = ["a", "b", "é", "\"", "\n"];
+    let mut keys = vec![String::new()];
+    for _ in 0..3 {
+        let longer: Vec<String> = keys.iter().flat_map(|k| alphabet.iter().map(move |c| format!("{k}{c}"))).collect();
+        keys.extend(longer);
+    }
+    keys.sort();
+    keys.dedup();
+    for declared in [vec!["a", "ab", "b"], vec!["a", "aé", "b\"", ""]] {
+        let properties: serde_json::Map<String, Value> =
+            declared.iter().map(|k| (k.to_string(), json!({"type": "integer"}))).collect();
+        let schema = json!({"type": "object", "properties": properties, "additionalProperties": {"type": "string"}});
+        let (g, _) = engine(&schema);
+        let (_, tok) = common::smollm2();
+        for key in &keys {
+            let text = serde_json::to_string(&json!({ key.as_str(): "x" })).unwrap();
+            let valid = validate(&schema, &serde_json::from_str(&text).unwrap(), &Registry::new()).is_ok();
+            assert_eq!(valid, !declared.contains(&key.as_str()), "{text}");
+            assert_eq!(common::mask_accepts(&g, &tok, &text), valid, "{text} against {schema}");
+        }
+    }
+}

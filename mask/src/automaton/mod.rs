@@ -67,6 +67,11 @@ pub(crate) struct Automaton {
     pub run_bytes: Vec<u128>,
     pub run_len: Vec<u32>,
     pub run_len_simple: Vec<u32>,
+    /// The run when non-ASCII characters count too: how many bytes in a row, each a run
+    /// byte or part of a well-formed non-ASCII character, keep the item alive and alone
+    /// with an unknown caller (every such character must take each state of the run where
+    /// `a` does).
+    pub utf8_run: Vec<u32>,
     /// Not final, no calls: see [`Automaton::is_simple`].
     pub simple: Vec<bool>,
     /// Per rule: the bytes that can come right after the rule ends, in any context.
@@ -97,6 +102,34 @@ impl Automaton {
     #[inline]
     pub fn steps_alone(&self, state: u32, origin: u32) -> bool {
         self.simple[state as usize] || (origin == crate::earley::NO_ORIGIN && self.calls[state as usize].is_empty())
+    }
+
+    /// Whether every non-ASCII character takes `state` to `to`, each byte before the last
+    /// into a state that predicts and completes nothing.
+    fn utf8_leads_to(&self, state: u32, to: u32) -> bool {
+        regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).all(|seq| {
+            let mut states = vec![state];
+            for (i, r) in seq.as_slice().iter().enumerate() {
+                let last = i + 1 == seq.as_slice().len();
+                let mut next = Vec::new();
+                for &x in &states {
+                    // Classes are byte intervals: the range's classes are consecutive.
+                    let row = &self.trans[x as usize * self.n_classes..(x as usize + 1) * self.n_classes];
+                    for &t in
+                        &row[self.byte_class[r.start as usize] as usize..=self.byte_class[r.end as usize] as usize]
+                    {
+                        if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
+                            return false;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                states = next;
+            }
+            states == [to]
+        })
     }
 
     pub fn has_byte_edges(&self, state: u32) -> bool {
@@ -205,6 +238,7 @@ impl Automaton {
             run_bytes: Vec::new(),
             run_len: Vec::new(),
             run_len_simple: Vec::new(),
+            utf8_run: Vec::new(),
             simple: Vec::new(),
             follow: Vec::new(),
             start_state: 0,
@@ -282,8 +316,11 @@ impl Automaton {
                 (moves, like_a)
             })
             .unzip();
-        a.run_len = compute_runs(&a, &succ, |t| a.calls[t].is_empty());
-        a.run_len_simple = compute_runs(&a, &succ, |t| !a.is_final[t] && a.calls[t].is_empty());
+        a.run_len = compute_runs(&a, &succ, |_| true, |t| a.calls[t].is_empty());
+        a.run_len_simple = compute_runs(&a, &succ, |_| true, |t| !a.is_final[t] && a.calls[t].is_empty());
+        let utf8_like_a: Vec<bool> =
+            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s])).collect();
+        a.utf8_run = compute_runs(&a, &succ, |s| utf8_like_a[s], |t| a.calls[t].is_empty());
         phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
         phase("closures", String::new());
@@ -294,16 +331,16 @@ impl Automaton {
     }
 }
 
-/// How many bytes of `run_bytes[s]` in a row, from each state `s`, lead through states
-/// that are alive and pass `ok` (`u32::MAX`: any number). `succ[s]` is where those bytes
+/// How many bytes of `run_bytes[s]` in a row, from each state `s` that passes `from`,
+/// lead through states that are alive and pass `ok` (`u32::MAX`: any number). `succ[s]` is where those bytes
 /// lead; a run continues into `succ[s]` while its bytes are a subset of the successor's
 /// (a counted string: `maxLength - count` more characters; a loop: unbounded).
-fn compute_runs(a: &Automaton, succ: &[u32], ok: impl Fn(usize) -> bool) -> Vec<u32> {
+fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: impl Fn(usize) -> bool) -> Vec<u32> {
     let mut len = vec![0u32; a.n_states()];
     // Successors mostly come later in the numbering: fill from the end.
     for s in (0..a.n_states()).rev() {
         let t = succ[s];
-        len[s] = if t == DEAD || !ok(t as usize) {
+        len[s] = if t == DEAD || !from(s) || !ok(t as usize) {
             0
         } else if t as usize == s {
             u32::MAX
