@@ -33,14 +33,14 @@ pub struct Rule {
 
 /// A set of Unicode code points, as inclusive ranges. `negated` is kept so that printing
 /// gives back `[^...]`; [`CharClass::code_points`] resolves it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CharClass {
     pub ranges: Vec<(u32, u32)>,
     pub negated: bool,
 }
 
 /// A terminal that matches one whole vocabulary token, by id or by its exact text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TokenRef {
     pub token: TokenName,
     /// `!<...>`: any single token except this one.
@@ -48,7 +48,7 @@ pub struct TokenRef {
 }
 
 /// How a grammar names a token.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TokenName {
     /// `<[123]>`
     Id(u32),
@@ -57,7 +57,7 @@ pub enum TokenName {
 }
 
 /// A right-hand side.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Expr {
     /// The empty string.
     Empty,

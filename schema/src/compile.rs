@@ -143,6 +143,7 @@ pub(crate) struct Ctx<'o> {
 }
 
 pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+    crate::escape::reset_class_cache();
     let res = Resources::new(schema, opts.default_draft);
     let mut ctx = Ctx {
         opts,
@@ -1411,7 +1412,7 @@ impl<'o> Ctx<'o> {
             let mut taken = ClassUnicode::new(here);
             taken.negate();
             other.intersect(&taken);
-            if other.ranges().first().is_some() {
+            if !other.ranges().is_empty() {
                 alts.push(Expr::Regex(crate::escape::class_hir(&other).to_string()));
             }
             alt_of(alts)
@@ -2280,7 +2281,9 @@ impl<'o> Ctx<'o> {
     /// A key language without the declared names (extra properties never repeat one);
     /// `None` when nothing is left, or (with a warning) when the difference is too large.
     fn minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Hir>, SchemaError> {
-        let hit: Vec<String> = declared.iter().filter(|d| hir_matches(&h, d)).cloned().collect();
+        let re = hir_matcher(&h);
+        let hit: Vec<String> =
+            declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect();
         if hit.is_empty() {
             return Ok(Some(h));
         }
@@ -2599,16 +2602,20 @@ fn draft_uri(d: Draft) -> &'static str {
 }
 
 /// Does the full-match character language `h` contain `s`?
-fn hir_matches(h: &Hir, s: &str) -> bool {
+/// A whole-string matcher for `h` (cheap to build: no full DFA); `None` when it cannot be
+/// built, which callers read as "may match".
+fn hir_matcher(h: &Hir) -> Option<regex_automata::meta::Regex> {
     let anchored = Hir::concat(vec![
         Hir::look(regex_syntax::hir::Look::Start),
         h.clone(),
         Hir::look(regex_syntax::hir::Look::End),
     ]);
-    match regex_automata::meta::Regex::builder().build_from_hir(&anchored) {
-        Ok(re) => re.is_match(s),
-        Err(_) => true,
-    }
+    let config = regex_automata::meta::Regex::config().dfa(false);
+    regex_automata::meta::Regex::builder().configure(config).build_from_hir(&anchored).ok()
+}
+
+fn hir_matches(h: &Hir, s: &str) -> bool {
+    hir_matcher(h).is_none_or(|re| re.is_match(s))
 }
 
 fn length_hir_chars(min: u32, max: Option<u32>) -> Hir {

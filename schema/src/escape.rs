@@ -34,12 +34,36 @@ fn plain_ranges() -> Vec<ClassUnicodeRange> {
     vec![ClassUnicodeRange::new(' ', '!'), ClassUnicodeRange::new('#', '['), ClassUnicodeRange::new(']', char::MAX)]
 }
 
-/// The escaped-text language of one class of characters.
+thread_local! {
+    /// [`class_hir`]'s answers during one schema compile.
+    static CLASS_CACHE: std::cell::RefCell<std::collections::HashMap<Vec<(char, char)>, Hir>> = Default::default();
+}
+
+/// Forgets [`class_hir`]'s answers: each compile starts afresh (and its time is its own).
+pub(crate) fn reset_class_cache() {
+    CLASS_CACHE.with(|cache| cache.borrow_mut().clear());
+}
+
+/// The escaped-text language of one class of characters (remembered until the next
+/// [`reset_class_cache`]: a schema asks for the same few classes, "any character" first,
+/// many times).
 pub(crate) fn class_hir(class: &ClassUnicode) -> Hir {
+    CLASS_CACHE.with(|cache| {
+        let key: Vec<(char, char)> = class.ranges().iter().map(|r| (r.start(), r.end())).collect();
+        if let Some(h) = cache.borrow().get(&key) {
+            return h.clone();
+        }
+        let h = build_class_hir(class);
+        cache.borrow_mut().insert(key, h.clone());
+        h
+    })
+}
+
+fn build_class_hir(class: &ClassUnicode) -> Hir {
     let mut plain = ClassUnicode::new(plain_ranges());
     plain.intersect(class);
     let mut alts = Vec::new();
-    if plain.ranges().first().is_some() {
+    if !plain.ranges().is_empty() {
         alts.push(Hir::class(Class::Unicode(plain)));
     }
     // The escaped ones: `"`, `\`, and control characters, written as one trie.

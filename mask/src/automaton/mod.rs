@@ -161,6 +161,7 @@ impl Automaton {
         check_references(grammar)?;
         let regexes = Regexes::default();
         let inline = choose_inlined(grammar, &regexes);
+        let representative = representatives(grammar, &inline);
 
         // 1. Thompson NFAs of the rules that stay rules.
         let mut terminals: Vec<TokenTerminal> = Vec::new();
@@ -187,9 +188,10 @@ impl Automaton {
         };
         let mut nfas: Vec<Option<Nfa>> = Vec::with_capacity(n_rules + 1);
         {
-            let mut builder = NfaBuilder::new(grammar, limits, &inline, &regexes, &mut resolve);
+            let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &regexes, &mut resolve);
             for r in 0..n_rules {
-                nfas.push(if inline[r] { None } else { Some(builder.build_rule(RuleId(r as u32))?) });
+                let own = !inline[r] && representative[r] == r as u32;
+                nfas.push(if own { Some(builder.build_rule(RuleId(r as u32))?) } else { None });
             }
         }
         phase("nfa", format!("{} nfa states", nfas.iter().flatten().map(|n| n.edges.len()).sum::<usize>()));
@@ -366,6 +368,17 @@ fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
         }
     }
     Ok(())
+}
+
+/// Each rule's representative: the first rule with the same body, the root before all
+/// (itself for inlined rules). Generated grammars repeat themselves (a schema's subschema
+/// copied at several places); calls go to the representative, whose automaton is built once.
+fn representatives(grammar: &Grammar, inline: &[bool]) -> Vec<u32> {
+    let mut first: rustc_hash::FxHashMap<&Expr, u32> = Default::default();
+    first.insert(&grammar.rules[grammar.root.0 as usize].body, grammar.root.0);
+    (0..grammar.rules.len() as u32)
+        .map(|r| if inline[r as usize] { r } else { *first.entry(&grammar.rules[r as usize].body).or_insert(r) })
+        .collect()
 }
 
 /// Size of an expression for the inlining decision; a reference to a rule counts as the

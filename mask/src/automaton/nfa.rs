@@ -29,6 +29,8 @@ pub(crate) struct NfaBuilder<'a> {
     pub limits: &'a Limits,
     /// Rules whose bodies are expanded in place instead of called.
     pub inline: &'a [bool],
+    /// The rule a call of each rule goes to (see `representatives`).
+    pub representative: &'a [u32],
     pub regexes: &'a Regexes,
     /// Token terminal index of each `Expr::Token` met, in traversal order (resolved by the caller).
     pub token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
@@ -44,6 +46,7 @@ impl<'a> NfaBuilder<'a> {
         grammar: &'a Grammar,
         limits: &'a Limits,
         inline: &'a [bool],
+        representative: &'a [u32],
         regexes: &'a Regexes,
         token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     ) -> Self {
@@ -51,6 +54,7 @@ impl<'a> NfaBuilder<'a> {
             grammar,
             limits,
             inline,
+            representative,
             regexes,
             token_terminal,
             total_states: 0,
@@ -115,7 +119,7 @@ impl<'a> NfaBuilder<'a> {
                     self.build(&rule.body, start, depth + 1)
                 } else {
                     let end = self.new_state()?;
-                    self.edge(start, Edge::Call { rule: id.0, to: end });
+                    self.edge(start, Edge::Call { rule: self.representative[id.0 as usize], to: end });
                     Ok(end)
                 }
             }
