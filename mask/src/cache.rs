@@ -25,6 +25,33 @@ pub(crate) struct StateMasks {
     pub uncertain: Option<TokenTrie>,
 }
 
+/// What the walk knows at each depth of the current trie path (entries past the current
+/// node's depth are stale).
+struct Path {
+    /// The set's only item, when it has one that steps alone (the common case inside
+    /// strings and other terminals: a step is then one table lookup and the chart is not
+    /// touched); `state` is [`DEAD`] otherwise.
+    single: Vec<Item>,
+    /// The bytes the set can take (kept where `single` is none).
+    next_bytes: Vec<[u64; 4]>,
+    /// Whether the state's rule may end there (an escape).
+    escape: Vec<bool>,
+    /// How many escapes the path has up to there.
+    escapes_to: Vec<u32>,
+    /// The chart holds the path's sets at depths `0..charted`; sets made by table lookups
+    /// are added only when a full step needs them.
+    charted: usize,
+}
+
+/// How the set at a node's depth comes from its parent's.
+enum Step {
+    Dead,
+    /// The parent's one item moves, by table lookup, to this state and stays alone.
+    Alone(u32),
+    /// An Earley step.
+    Full,
+}
+
 /// Computes the [`StateMasks`] of `state` by walking `trie`.
 pub(crate) fn compute(
     a: &Automaton,
@@ -40,123 +67,76 @@ pub(crate) fn compute(
     }
     let follow = &a.follow[a.state_rule[state as usize] as usize];
     let mut accepted = bitmask::new_mask(vocab.mask_width());
-    let mut uncertain: Vec<(u32, u32)> = Vec::new(); // (token, escape depth)
-                                                     // Per depth on the current path (entries past the current node's depth are stale):
-                                                     // - the set's only item, when it has one that steps alone (the common case inside
-                                                     //   strings and other terminals: a step is then one table lookup and the chart is
-                                                     //   not touched); otherwise `single_state` is DEAD and `next_bytes` holds the bytes
-                                                     //   the set can take;
-                                                     // - whether the rule may end there (an escape), and how many escapes the path has up
-                                                     //   to there.
+    // (token, escape depth)
+    let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let depths = trie.max_depth + 1;
-    let mut single_state = vec![DEAD; depths];
-    let mut single_origin = vec![NO_ORIGIN; depths];
-    let mut next_bytes = vec![[0u64; 4]; depths];
-    let mut escape = vec![false; depths];
-    let mut escapes_to = vec![0u32; depths];
-    if let [it] = chart.last() {
-        if a.steps_alone(it.state, it.origin) {
-            (single_state[0], single_origin[0]) = (it.state, it.origin);
-        }
-    }
-    next_bytes[0] = chart.next_bytes(a);
-    // The chart holds the current path's sets at depths `0..charted`; sets made by table
-    // lookups are added only when a full step needs them.
-    let mut charted = 1;
+    let mut path = Path {
+        single: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
+        next_bytes: vec![[0u64; 4]; depths],
+        escape: vec![false; depths],
+        escapes_to: vec![0u32; depths],
+        charted: 1,
+    };
+    path.record(a, &chart, 0);
     let mut i = 1;
     while i < trie.nodes.len() {
         let node = trie.nodes[i];
         let depth = node.depth as usize;
-        let parent = depth - 1;
-        charted = charted.min(depth);
-        let (p, origin) = (single_state[parent], single_origin[parent]);
-        let alive;
-        if p != DEAD {
-            // A subtree spelled only with bytes that keep the item alive and alone for as
-            // many steps as the subtree is deep (most of a string's interior: its run
-            // bytes, and in a loop, well-formed non-ASCII characters) is alive throughout:
-            // its tokens are one run, taken at once (escapes inside it change nothing for
-            // tokens that are alive).
-            if trie.subtree_ascii[i] & !a.run_bytes[p as usize] == 0 {
-                let run = if origin == NO_ORIGIN { a.run_len[p as usize] } else { a.run_len_simple[p as usize] };
-                let whole = if node.ascii {
-                    node.height as u32 <= run
-                } else if node.utf8 {
-                    // Other characters too, where each takes the state where `a` does.
-                    let utf8_run = a.utf8_run[p as usize];
-                    if origin == NO_ORIGIN {
-                        node.height as u32 <= utf8_run
-                    } else {
-                        run == u32::MAX && utf8_run == u32::MAX
-                    }
-                } else {
-                    false
-                };
-                if whole {
-                    trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
-                    i = node.subtree_end as usize;
-                    continue;
-                }
+        let parent = path.single[depth - 1];
+        path.charted = path.charted.min(depth);
+        let step = if parent.state != DEAD {
+            if whole_subtree_alive(a, trie, i, parent) {
+                trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
+                i = node.subtree_end as usize;
+                continue;
             }
-            let t = a.next(p, node.byte);
-            alive = t != DEAD;
-            escape[depth] = false;
-            single_state[depth] = DEAD;
-            if alive {
-                if a.steps_alone(t, origin) {
-                    single_state[depth] = t;
-                    single_origin[depth] = origin;
-                    escape[depth] = origin == NO_ORIGIN && a.is_final[t as usize];
-                } else {
-                    // A full step, from the one item.
-                    chart.truncate(charted);
-                    materialize(&mut chart, a, &single_state, &single_origin, charted..depth, scratch);
-                    let it = Item { state: p, origin };
-                    debug_assert_eq!(chart.last(), &[it]);
-                    full_step(
-                        &mut chart,
-                        a,
-                        node.byte,
-                        depth,
-                        scratch,
-                        &mut single_state,
-                        &mut single_origin,
-                        &mut next_bytes,
-                        &mut escape,
-                    )?;
-                    charted = depth + 1;
-                }
+            match a.next(parent.state, node.byte) {
+                DEAD => Step::Dead,
+                t if a.steps_alone(t, parent.origin) => Step::Alone(t),
+                _ => Step::Full,
             }
-        } else if !has_byte(&next_bytes[parent], node.byte) {
-            alive = false;
-            escape[depth] = false;
+        } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
+            Step::Full
         } else {
-            chart.truncate(charted);
-            materialize(&mut chart, a, &single_state, &single_origin, charted..depth, scratch);
-            alive = full_step(
-                &mut chart,
-                a,
-                node.byte,
-                depth,
-                scratch,
-                &mut single_state,
-                &mut single_origin,
-                &mut next_bytes,
-                &mut escape,
-            )?;
-            charted = depth + 1;
-        }
-        escapes_to[depth] = escapes_to[parent] + escape[depth] as u32;
+            Step::Dead
+        };
+        let alive = match step {
+            Step::Dead => {
+                path.escape[depth] = false;
+                false
+            }
+            Step::Alone(t) => {
+                path.single[depth] = Item { state: t, origin: parent.origin };
+                path.escape[depth] = parent.origin == NO_ORIGIN && a.is_final[t as usize];
+                true
+            }
+            Step::Full => {
+                // Bring the chart up to the parent's set, then step.
+                chart.truncate(path.charted);
+                for k in path.charted..depth {
+                    debug_assert_ne!(path.single[k].state, DEAD, "sets left out of the chart have one item");
+                    chart.push_set(a, [path.single[k]], scratch);
+                }
+                let info = chart.scan_byte(a, node.byte, scratch);
+                if info.overflow {
+                    return Err(scratch.overflow_kind());
+                }
+                path.charted = depth + 1;
+                path.escape[depth] = info.escaped;
+                path.record(a, &chart, depth)
+            }
+        };
+        path.escapes_to[depth] = path.escapes_to[depth - 1] + path.escape[depth] as u32;
         if alive {
             trie.tokens(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
             i += 1;
             continue;
         }
         // Dead end: only the escapes on this path can still carry the subtree's tokens.
-        if escapes_to[depth] > 0 {
-            let on_path: Vec<u32> = (1..=depth).filter(|&j| escape[j]).map(|j| j as u32).collect();
+        if path.escapes_to[depth] > 0 {
+            let on_path: Vec<u32> = (1..=depth).filter(|&j| path.escape[j]).map(|j| j as u32).collect();
             for (m, token) in trie.subtree_tokens(i) {
-                if m == i && escape[depth] {
+                if m == i && path.escape[depth] {
                     bitmask::set(&mut accepted, token);
                     continue;
                 }
@@ -174,51 +154,40 @@ pub(crate) fn compute(
     Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
 }
 
-/// Adds to the chart the sets at `depths`, each the one item a table lookup made.
-fn materialize(
-    chart: &mut Chart,
-    a: &Automaton,
-    single_state: &[u32],
-    single_origin: &[u32],
-    depths: std::ops::Range<usize>,
-    scratch: &mut Scratch,
-) {
-    for k in depths {
-        debug_assert_ne!(single_state[k], DEAD, "sets left out of the chart have one item");
-        let it = Item { state: single_state[k], origin: single_origin[k] };
-        chart.push_set(a, [it], scratch);
+impl Path {
+    /// Records the chart's last set as the set at `depth`; whether it is non-empty.
+    fn record(&mut self, a: &Automaton, chart: &Chart, depth: usize) -> bool {
+        self.single[depth].state = DEAD;
+        match chart.last() {
+            [] => return false,
+            [it] if a.steps_alone(it.state, it.origin) => self.single[depth] = *it,
+            _ => self.next_bytes[depth] = chart.next_bytes(a),
+        }
+        true
     }
 }
 
-/// One Earley step on `byte` into the set at `depth`, recording what the walk needs;
-/// whether the set is non-empty.
-#[allow(clippy::too_many_arguments)]
-fn full_step(
-    chart: &mut Chart,
-    a: &Automaton,
-    byte: u8,
-    depth: usize,
-    scratch: &mut Scratch,
-    single_state: &mut [u32],
-    single_origin: &mut [u32],
-    next_bytes: &mut [[u64; 4]],
-    escape: &mut [bool],
-) -> Result<bool, LimitKind> {
-    let info = chart.scan_byte(a, byte, scratch);
-    if info.overflow {
-        return Err(scratch.overflow_kind());
+/// Whether every token in node `i`'s subtree keeps the one item `parent` alive and alone:
+/// the subtree is spelled with the state's run bytes (and, where every character takes
+/// the state where `a` does, well-formed non-ASCII characters) and is no deeper than the
+/// run (most of a string's interior). Escapes inside it change nothing for tokens that
+/// are alive.
+#[inline]
+fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) -> bool {
+    let (node, p) = (&trie.nodes[i], parent.state as usize);
+    if trie.subtree_ascii[i] & !a.run_bytes[p] != 0 {
+        return false;
     }
-    escape[depth] = info.escaped;
-    single_state[depth] = DEAD;
-    match chart.last() {
-        [] => return Ok(false),
-        [it] if a.steps_alone(it.state, it.origin) => {
-            single_state[depth] = it.state;
-            single_origin[depth] = it.origin;
-        }
-        _ => next_bytes[depth] = chart.next_bytes(a),
+    let run = if parent.origin == NO_ORIGIN { a.run_len[p] } else { a.run_len_simple[p] };
+    if node.ascii {
+        node.height as u32 <= run
+    } else if !node.utf8 {
+        false
+    } else if parent.origin == NO_ORIGIN {
+        node.height as u32 <= a.utf8_run[p]
+    } else {
+        run == u32::MAX && a.utf8_run[p] == u32::MAX
     }
-    Ok(true)
 }
 
 #[inline]
