@@ -2298,15 +2298,35 @@ impl<'o> Ctx<'o> {
         }
     }
 
-    /// The key language of a `propertyNames` schema of simple string form.
+    /// The key language of a `propertyNames` schema of simple string form: `true`, or
+    /// `type: string` with `pattern`, `minLength`/`maxLength`, `enum`/`const` of strings, or
+    /// a `$ref` alone to such a schema. `None` for anything else (the caller says so).
     fn simple_string_lang(&mut self, sid: Sid) -> Result<Option<Hir>, SchemaError> {
+        self.simple_string_lang_at(sid, 0)
+    }
+
+    fn simple_string_lang_at(&mut self, sid: Sid, hops: usize) -> Result<Option<Hir>, SchemaError> {
+        const APPLICATORS: &[&str] = &["$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if", "then", "else"];
         match &*self.schema(sid) {
             Value::Bool(true) => Ok(Some(length_hir_chars(0, None))),
             Value::Bool(false) => Ok(None),
             Value::Object(m) => {
+                if let Some(r) = m.get("$ref") {
+                    // Draft 7 and before ignore the siblings of `$ref`; later drafts apply
+                    // them too, which only annotations may be here.
+                    let alone = self.draft(sid) <= Draft::Draft7
+                        || m.keys().all(|k| k == "$ref" || (IGNORED.contains(&k.as_str()) && !APPLICATORS.contains(&k.as_str())));
+                    let Some(r) = r.as_str().filter(|_| alone && hops < 64) else { return Ok(None) };
+                    let (loc, p) = (self.locs[sid as usize].clone(), self.ptr(sid));
+                    let target = self.res.resolve(&loc, r, &self.opts.registry, &p)?;
+                    let t = self.sid(&target);
+                    return self.simple_string_lang_at(t, hops + 1);
+                }
                 let mut pat: Option<Hir> = None;
                 let mut min = 0u64;
                 let mut max = None;
+                // The names `enum` and `const` allow, when they are given.
+                let mut names: Option<Vec<String>> = None;
                 for (k, v) in m {
                     match k.as_str() {
                         "type" if v == "string" => {}
@@ -2317,9 +2337,34 @@ impl<'o> Ctx<'o> {
                         }
                         "maxLength" => max = v.as_u64(),
                         "minLength" => min = v.as_u64().unwrap_or(0),
-                        kk if IGNORED.contains(&kk) => {}
+                        "enum" | "const" => {
+                            let listed: Vec<&Value> = if k == "enum" { v.as_array().map(|a| a.iter().collect()).unwrap_or_default() } else { vec![v] };
+                            let Some(strings) = listed.iter().map(|x| x.as_str().map(String::from)).collect::<Option<Vec<String>>>() else {
+                                return Ok(None);
+                            };
+                            names = Some(match names {
+                                Some(prev) => prev.into_iter().filter(|n| strings.contains(n)).collect(),
+                                None => strings,
+                            });
+                        }
+                        kk if IGNORED.contains(&kk) && !APPLICATORS.contains(&kk) => {}
                         _ => return Ok(None),
                     }
+                }
+                if let Some(names) = names {
+                    let re = match &pat {
+                        Some(h) => match hir_matcher(h) {
+                            Some(re) => Some(re),
+                            None => return Ok(None),
+                        },
+                        None => None,
+                    };
+                    let fits = |n: &String| {
+                        let len = n.chars().count() as u64;
+                        len >= min && max.is_none_or(|m| len <= m) && re.as_ref().is_none_or(|re| re.is_match(n))
+                    };
+                    let kept: Vec<Hir> = names.iter().filter(|n| fits(n)).map(|n| Hir::literal(n.as_bytes())).collect();
+                    return Ok(Some(if kept.is_empty() { Hir::fail() } else { Hir::alternation(kept) }));
                 }
                 let h = match pat {
                     Some(h) => {

@@ -238,3 +238,28 @@ fn extra_keys_are_exactly_the_undeclared_ones() {
         }
     }
 }
+
+/// Github_hard/o39233 (found by the full JSONSchemaBench run): `propertyNames` given as a
+/// `$ref` to an `enum` of names was read as "any name" (`$ref` counted as an annotation).
+#[test]
+fn property_names_through_a_ref_to_an_enum() {
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "propertyNames": {"$ref": "#/$defs/name"},
+        "$defs": {"name": {"type": "string", "enum": ["$ref", "id", "x-long-name"], "maxLength": 4}}
+    });
+    check(
+        schema,
+        &[
+            (r#"{"$ref":1}"#, true),
+            (r#"{"id":2,"$ref":3}"#, true),
+            (r#"{}"#, true),
+            (r#"{"unknown":1}"#, false),
+            (r#"{"x-long-name":1}"#, false),
+            (r#"{"$ref":"x"}"#, false),
+        ],
+    );
+    let (_, warnings) = engine(&json!({"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": [1]}}}));
+    assert!(warnings.iter().any(|w| w.contains("propertyNames")), "{warnings:?}");
+}

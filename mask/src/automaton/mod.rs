@@ -104,31 +104,42 @@ impl Automaton {
         self.simple[state as usize] || (origin == crate::earley::NO_ORIGIN && self.calls[state as usize].is_empty())
     }
 
-    /// Whether every non-ASCII character takes `state` to `to`, each byte before the last
-    /// into a state that predicts and completes nothing.
-    fn utf8_leads_to(&self, state: u32, to: u32) -> bool {
-        regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).all(|seq| {
-            let mut states = vec![state];
-            for (i, r) in seq.as_slice().iter().enumerate() {
-                let last = i + 1 == seq.as_slice().len();
-                let mut next = Vec::new();
-                for &x in &states {
+    /// Whether every non-ASCII character (its UTF-8 byte ranges: `seqs`) takes `state` to
+    /// `to`, each byte before the last into a state that predicts and completes nothing.
+    /// Conservative: `false` also when the bytes of one range lead to many states.
+    fn utf8_leads_to(&self, state: u32, to: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> bool {
+        // Most states (keys, numbers, literals) take no lead byte at all.
+        let moves = &self.first_bytes[state as usize];
+        if !(0xC2..=0xF4u8).all(|b| crate::cache::has_byte(moves, b)) {
+            return false;
+        }
+        const MAX: usize = 4;
+        seqs.iter().all(|seq| {
+            let ranges = seq.as_slice();
+            let (mut states, mut n) = ([state; MAX], 1);
+            for (i, r) in ranges.iter().enumerate() {
+                let last = i + 1 == ranges.len();
+                let (mut next, mut m) = ([DEAD; MAX], 0);
+                for &x in &states[..n] {
                     // Classes are byte intervals: the range's classes are consecutive.
                     let row = &self.trans[x as usize * self.n_classes..(x as usize + 1) * self.n_classes];
-                    for &t in
-                        &row[self.byte_class[r.start as usize] as usize..=self.byte_class[r.end as usize] as usize]
-                    {
+                    let (lo, hi) = (self.byte_class[r.start as usize] as usize, self.byte_class[r.end as usize] as usize);
+                    for &t in &row[lo..=hi] {
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
                             return false;
                         }
-                        if !next.contains(&t) {
-                            next.push(t);
+                        if !next[..m].contains(&t) {
+                            if m == MAX {
+                                return false;
+                            }
+                            next[m] = t;
+                            m += 1;
                         }
                     }
                 }
-                states = next;
+                (states, n) = (next, m);
             }
-            states == [to]
+            n == 1 && states[0] == to
         })
     }
 
@@ -320,8 +331,9 @@ impl Automaton {
             .unzip();
         a.run_len = compute_runs(&a, &succ, |_| true, |t| a.calls[t].is_empty());
         a.run_len_simple = compute_runs(&a, &succ, |_| true, |t| !a.is_final[t] && a.calls[t].is_empty());
+        let seqs: Vec<_> = regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect();
         let utf8_like_a: Vec<bool> =
-            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s])).collect();
+            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s], &seqs)).collect();
         a.utf8_run = compute_runs(&a, &succ, |s| utf8_like_a[s], |t| a.calls[t].is_empty());
         phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
