@@ -32,7 +32,7 @@ pub(crate) fn coarsest_partition(n: usize, finals: &[bool], transitions: &[Trans
 
     // Cords: transitions grouped by label to begin with.
     let mut cords = Partition::new(m);
-    cords.elems.sort_by_key(|&t| transitions[t as usize].label);
+    cords.elems.sort_unstable_by_key(|&t| transitions[t as usize].label);
     for (i, &t) in cords.elems.iter().enumerate() {
         cords.loc[t as usize] = i as u32;
     }
