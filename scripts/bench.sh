@@ -8,7 +8,7 @@
 # tool-calling evaluation (multi-stage, one grammar, unconstrained). Writes
 # BENCHMARKS.md at the repo root.
 #
-#   scripts/bench.sh                          # full run (about 25 minutes on 2 cores)
+#   scripts/bench.sh                          # full run (about 12 minutes on 2 cores, builds warm)
 #   scripts/bench.sh --schemas-per-subset 5   # quicker; any stencil-bench option passes through
 #   scripts/bench.sh --parts gbnf             # only the GBNF part (2-3 minutes), no corpus needed
 #   scripts/bench.sh --parts decode           # only decoding on llama.cpp (about 3 minutes)
