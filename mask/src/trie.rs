@@ -91,12 +91,10 @@ impl TokenTrie {
         for n in (1..nodes.len()).rev() {
             let b = nodes[n].byte;
             let (mut bytes, mut ascii, mut below) = (if b < 0x80 { 1u128 << b } else { 0 }, b < 0x80, 0u16);
-            let mut child = n + 1;
-            while child < nodes[n].subtree_end as usize {
+            for child in children(&nodes, n) {
                 bytes |= subtree_ascii[child];
                 ascii &= nodes[child].ascii;
                 below = below.max(nodes[child].height);
-                child = nodes[child].subtree_end as usize;
             }
             subtree_ascii[n] = bytes;
             nodes[n].ascii = ascii;
@@ -150,17 +148,20 @@ impl TokenTrie {
     }
 }
 
+/// The children of node `m` (each child's subtree ends where the next child starts).
+fn children(nodes: &[Node], m: usize) -> impl Iterator<Item = usize> + '_ {
+    let end = nodes[m].subtree_end as usize;
+    std::iter::successors((m + 1 < end).then_some(m + 1), move |&c| {
+        let next = nodes[c].subtree_end as usize;
+        (next < end).then_some(next)
+    })
+}
+
 /// Whether every path from node `n`'s edge down is well-formed UTF-8 or a prefix of it,
 /// given that the subtrees of `n`'s descendants already know (children come later in
 /// preorder, so they are filled first).
 fn utf8_from(nodes: &[Node], n: usize) -> bool {
-    let children = |m: usize| {
-        let end = nodes[m].subtree_end as usize;
-        std::iter::successors((m + 1 < end).then_some(m + 1), move |&c| {
-            let next = nodes[c].subtree_end as usize;
-            (next < end).then_some(next)
-        })
-    };
+    let children = |m: usize| children(nodes, m);
     // The continuation bytes a lead byte needs: the second byte's range, and how many.
     let (second, count) = match nodes[n].byte {
         0x00..=0x7F => return children(n).all(|c| nodes[c].utf8),
