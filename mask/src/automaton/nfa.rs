@@ -184,7 +184,7 @@ impl<'a> NfaBuilder<'a> {
         }
         let copies = max.map_or(min as usize + 1, |m| m as usize);
         let one = self.min_states_node(node, depth + 1);
-        let mini = if copies >= 3 && one >= 4 && one <= MINI_MAX_BODY { self.mini_dfa(node, depth)? } else { None };
+        let mini = if copies >= 3 && (4..=MINI_MAX_BODY).contains(&one) { self.mini_dfa(node, depth)? } else { None };
         // Fail before building when the expansion is sure not to fit.
         let per_copy = match &mini {
             Some(d) => d.finals.len() + 2,
