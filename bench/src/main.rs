@@ -784,6 +784,29 @@ fn load_average() -> String {
         .unwrap_or_default()
 }
 
+const DECODE_TITLE: &str = "## Decoding on llama.cpp";
+const TOOLS_TITLE: &str = "## Tool calling";
+
+/// A section of a report, from its title (a prefix of its heading) to the next `## `
+/// heading or the end.
+fn previous_section<'a>(report: &'a str, title: &str) -> Option<&'a str> {
+    let start = report.find(&format!("\n{title}"))? + 1;
+    let body = start + title.len();
+    let end = report[body..].find("\n## ").map_or(report.len(), |e| body + e + 1);
+    Some(&report[start..end])
+}
+
+/// `section` with a line under its heading saying when and at which commit it ran.
+fn with_provenance(section: &str, title: &str) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let commit = std::env::var("STENCIL_BENCH_COMMIT").unwrap_or_else(|_| "unknown".into());
+    let line = format!("*Run of {}, Stencil commit {commit}.*\n\n", civil_date(now));
+    match section.strip_prefix(title).and_then(|rest| rest.find("\n\n").map(|i| title.len() + i + 2)) {
+        Some(at) => format!("{}{line}{}", &section[..at], &section[at..]),
+        None => format!("{section}{line}"),
+    }
+}
+
 fn report(
     results: &[VocabResult],
     schema_results: Option<&schema::SchemaResults>,
@@ -1232,13 +1255,52 @@ fn main() {
     }
     let mut md =
         report(&results, schema_results.as_ref(), &args, &notes, overhead, &load_start, t0.elapsed().as_secs_f64());
-    md.extend(decode_section);
-    md.extend(tools_section);
+    // The parts not rerun keep their sections from the previous report, which say when
+    // they ran; the header says which were kept.
+    let previous = args.out.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    let mut kept = Vec::new();
+    for (section, title) in [(decode_section, DECODE_TITLE), (tools_section, TOOLS_TITLE)] {
+        match section {
+            Some(s) => md.push_str(&with_provenance(&s, title)),
+            None => {
+                if let Some(old) = previous_section(&previous, title) {
+                    md.push_str(old);
+                    kept.push(title.trim_start_matches("## "));
+                }
+            }
+        }
+    }
+    if !kept.is_empty() {
+        let note = format!(
+            "- Kept from the previous report (not rerun by this `--parts`): {}; each says when it ran\n",
+            kept.iter().map(|t| format!("*{t}*")).collect::<Vec<_>>().join(", ")
+        );
+        let at = md.find("\n\n## ").map_or(md.len(), |i| i + 1);
+        md.insert_str(at, &note);
+    }
     match &args.out {
         Some(p) => {
             std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())));
             eprintln!("wrote {}", p.display());
         }
         None => print!("{md}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_kept_with_their_provenance() {
+        let fresh = with_provenance("## Tool calling: x\n\nintro\n\n| t |\n", TOOLS_TITLE);
+        let lines: Vec<&str> = fresh.lines().collect();
+        assert_eq!(lines[0], "## Tool calling: x");
+        assert!(lines[2].starts_with("*Run of ") && lines[2].ends_with(".*"), "{fresh}");
+        assert_eq!(lines[4], "intro");
+        let report = format!("# B\n\n## Summary\n\ns\n\n{DECODE_TITLE}: d\n\nrows\n\n{fresh}");
+        assert_eq!(previous_section(&report, DECODE_TITLE), Some(format!("{DECODE_TITLE}: d\n\nrows\n\n").as_str()));
+        assert_eq!(previous_section(&report, TOOLS_TITLE), Some(fresh.as_str()));
+        assert_eq!(previous_section("# B\n", TOOLS_TITLE), None);
     }
 }
