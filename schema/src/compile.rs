@@ -1131,7 +1131,7 @@ impl<'o> Ctx<'o> {
         };
         let int_regex = |r: String| regex_expr(r).map(int_tail);
         let mut mult: Vec<(Decimal, String)> = node.num.multiple_of.clone();
-        mult.retain(|(d, _)| !(d.int == "1" && d.frac.is_empty() && d.is_integer()) || !int_only);
+        mult.retain(|(d, _)| !int_only || !(d.int == "1" && d.frac.is_empty() && d.is_integer()));
         let int_bounds = || {
             let lo = min.map(|(d, incl)| if !incl && d.is_integer() { d.succ() } else { d.clone() });
             let hi = max.map(|(d, incl)| if !incl && d.is_integer() { d.pred() } else { d.clone() });
@@ -2454,7 +2454,7 @@ impl<'o> Ctx<'o> {
                         }
                     };
                     memo.insert(key, result);
-                    if memo.len() % 1024 == 0 {
+                    if memo.len().is_multiple_of(1024) {
                         self.check_budget(&ch.pointer)?;
                     }
                 }
