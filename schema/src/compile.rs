@@ -1131,7 +1131,8 @@ impl<'o> Ctx<'o> {
         };
         let int_regex = |r: String| regex_expr(r).map(int_tail);
         let mut mult: Vec<(Decimal, String)> = node.num.multiple_of.clone();
-        mult.retain(|(d, _)| !int_only || !(d.int == "1" && d.frac.is_empty() && d.is_integer()));
+        // multipleOf 1 says nothing more about an integer.
+        mult.retain(|(d, _)| !(int_only && d.int == "1" && d.frac.is_empty() && d.is_integer()));
         let int_bounds = || {
             let lo = min.map(|(d, incl)| if !incl && d.is_integer() { d.succ() } else { d.clone() });
             let hi = max.map(|(d, incl)| if !incl && d.is_integer() { d.pred() } else { d.clone() });
