@@ -443,7 +443,7 @@ struct MiniDfa {
 }
 
 impl MiniDfa {
-    /// Subset construction over byte ranges, then Moore's refinement; `None` past
+    /// Subset construction over byte ranges, then minimized (partition refinement); `None` past
     /// [`MINI_MAX_STATES`].
     fn new(nfa: &Nfa, accept: u32) -> Option<MiniDfa> {
         let closure = |set: &mut Vec<u32>, seen: &mut Vec<u32>, stamp: u32| {
