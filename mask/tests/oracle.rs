@@ -11,31 +11,8 @@ use stencil_grammar::reference::Recognizer;
 use stencil_grammar::Grammar;
 use stencil_mask::{bitmask, CompiledGrammar, Limits, Matcher, TokenKind, Vocabulary};
 
-/// A small vocabulary over `alphabet`: EOS, every single byte, pairs and triples drawn
-/// from a seed, and multi-byte UTF-8 pieces (whole and split characters).
-fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
-    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    tokens.extend(alphabet.iter().map(|&b| vec![b]));
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for _ in 0..40 {
-        let len = 2 + (next() % 3) as usize;
-        let t: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
-        if !tokens.contains(&t) {
-            tokens.push(t);
-        }
-    }
-    for piece in ["é", "→", "😀", "aé"] {
-        tokens.push(piece.as_bytes().to_vec());
-    }
-    tokens.push("é".as_bytes()[..1].to_vec());
-    tokens.push("😀".as_bytes()[1..].to_vec());
-    tokens.push(vec![0xff]);
+/// A vocabulary of `tokens`; the first is EOS (a control token).
+fn vocab_of(tokens: Vec<Vec<u8>>) -> Arc<Vocabulary> {
     let v = tokens
         .into_iter()
         .enumerate()
@@ -44,9 +21,14 @@ fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(v, vec![0]).unwrap())
 }
 
-/// Like [`small_vocab`], with longer tokens (up to 9 bytes): long runs of string
-/// characters are what the mask cache takes whole subtrees of the trie at once for.
-fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+/// EOS, every single byte of `alphabet`, then up to `count` more distinct tokens, each made
+/// by `token` from a generator seeded with `seed`.
+fn random_tokens(
+    alphabet: &[u8],
+    seed: u64,
+    count: usize,
+    token: impl Fn(&mut dyn FnMut() -> u64) -> Vec<u8>,
+) -> Vec<Vec<u8>> {
     let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
     tokens.extend(alphabet.iter().map(|&b| vec![b]));
     let mut x = seed | 1;
@@ -56,27 +38,53 @@ fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
         x ^= x << 17;
         x
     };
-    for _ in 0..150 {
-        let len = 2 + (next() % 8) as usize;
-        // Mostly letters, with some structure bytes.
-        let t: Vec<u8> = (0..len)
-            .map(|_| if next() % 4 == 0 { alphabet[(next() % alphabet.len() as u64) as usize] } else { b"abc"[(next() % 3) as usize] })
-            .collect();
+    for _ in 0..count {
+        let t = token(&mut next);
         if !tokens.contains(&t) {
             tokens.push(t);
         }
     }
+    tokens
+}
+
+/// A small vocabulary over `alphabet`: EOS, every single byte, pairs and triples drawn
+/// from a seed, and multi-byte UTF-8 pieces (whole and split characters).
+fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+    let mut tokens = random_tokens(alphabet, seed, 40, |next| {
+        let len = 2 + (next() % 3) as usize;
+        (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
+    });
+    for piece in ["é", "→", "😀", "aé"] {
+        tokens.push(piece.as_bytes().to_vec());
+    }
+    tokens.push("é".as_bytes()[..1].to_vec());
+    tokens.push("😀".as_bytes()[1..].to_vec());
+    tokens.push(vec![0xff]);
+    vocab_of(tokens)
+}
+
+/// Like [`small_vocab`], with longer tokens (up to 9 bytes): long runs of string
+/// characters are what the mask cache takes whole subtrees of the trie at once for.
+fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+    let mut tokens = random_tokens(alphabet, seed, 150, |next| {
+        let len = 2 + (next() % 8) as usize;
+        // Mostly letters, with some structure bytes.
+        (0..len)
+            .map(|_| {
+                if next() % 4 == 0 {
+                    alphabet[(next() % alphabet.len() as u64) as usize]
+                } else {
+                    b"abc"[(next() % 3) as usize]
+                }
+            })
+            .collect()
+    });
     for piece in ["é", "aé", r"ab\u00e9", r"\\", r"\n", "→", "a😀b", "ab\"é"] {
         tokens.push(piece.as_bytes().to_vec());
     }
     // Pieces of characters: a lead byte alone, a tail alone, a bad byte.
     tokens.extend([b"a\xc3".to_vec(), "😀".as_bytes()[1..].to_vec(), b"b\xff".to_vec()]);
-    let v = tokens
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| (b, if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
-        .collect();
-    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
+    vocab_of(tokens)
 }
 
 fn brute_force_mask(r: &Recognizer, vocab: &Vocabulary, text: &[u8]) -> Vec<u32> {
@@ -110,7 +118,13 @@ fn check_walk(g: &Grammar, vocab: Arc<Vocabulary>, seed: u64, steps: usize) -> R
     walk_with_limits(g, vocab, seed, steps, limits)
 }
 
-fn walk_with_limits(g: &Grammar, vocab: Arc<Vocabulary>, seed: u64, steps: usize, limits: Limits) -> Result<(), TestCaseError> {
+fn walk_with_limits(
+    g: &Grammar,
+    vocab: Arc<Vocabulary>,
+    seed: u64,
+    steps: usize,
+    limits: Limits,
+) -> Result<(), TestCaseError> {
     let r = Recognizer::new(g).unwrap();
     let compiled = CompiledGrammar::with_limits(g, vocab.clone(), limits).unwrap();
     let mut m = Matcher::new(compiled);
@@ -227,12 +241,7 @@ key ::= "\"" ([a-c] | "\\" [n\\])* "\""
 #[test]
 fn counted_string_ends_exactly() {
     let words = ["<eos>", "\"", "a", "aa", "aaa", "aaaa", "é", "éa", "aé", "aéa", "a\"", "aa\""];
-    let v = words
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.as_bytes().to_vec(), if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
-        .collect();
-    let vocab = Arc::new(Vocabulary::new(v, vec![0]).unwrap());
+    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
     for class in ["[a-c]", r#"[^"\\]"#] {
         for max in 1..6 {
             let g = stencil_grammar::parse_gbnf(&format!(r#"root ::= "\"" {class}{{0,{max}}} "\"""#)).unwrap();
@@ -242,7 +251,11 @@ fn counted_string_ends_exactly() {
                 if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
                     continue;
                 }
-                assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{class}{{0,{max}}} after {prefix}");
+                assert_eq!(
+                    engine_mask(&mut m),
+                    brute_force_mask(&r, &vocab, prefix.as_bytes()),
+                    "{class}{{0,{max}}} after {prefix}"
+                );
             }
         }
     }

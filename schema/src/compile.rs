@@ -1435,7 +1435,7 @@ impl<'o> Ctx<'o> {
             ClassUnicodeRange::new('#', '['),
             ClassUnicodeRange::new(']', '~'),
         ]);
-        let is_plain = |c: char| plain.ranges().iter().any(|r| r.start() <= c && c <= r.end());
+        let is_plain = |c: char| crate::hirset::class_has(&plain, c);
         let leaving = if words.iter().flatten().all(|&c| is_plain(c)) {
             let mut not_plain = plain.clone();
             not_plain.negate();

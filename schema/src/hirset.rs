@@ -46,85 +46,68 @@ fn unicode_class(c: &Class) -> Option<ClassUnicode> {
     }
 }
 
-/// The strings `w` with `c·w` in `h`. `None`: something this module does not handle.
-fn derive(h: &Hir, c: char) -> Option<Hir> {
+/// The strings of `h` seen through their first character: a literal's text goes to
+/// `literal`, a class to `class` (each says what becomes of the strings starting there);
+/// the structure around them is walked the same way for every such operation. `None`:
+/// something this module does not handle.
+fn by_first_char(h: &Hir, literal: &dyn Fn(&str) -> Hir, class: &dyn Fn(ClassUnicode) -> Hir) -> Option<Hir> {
+    let step = |x: &Hir| by_first_char(x, literal, class);
     Some(match h.kind() {
         HirKind::Empty => Hir::fail(),
-        HirKind::Literal(lit) => {
-            let s = std::str::from_utf8(&lit.0).ok()?;
-            match s.strip_prefix(c) {
-                Some(rest) => Hir::literal(rest.as_bytes().to_vec()),
-                None => Hir::fail(),
-            }
-        }
-        HirKind::Class(cls) => {
-            let u = unicode_class(cls)?;
-            if u.ranges().iter().any(|r| r.start() <= c && c <= r.end()) {
-                Hir::empty()
-            } else {
-                Hir::fail()
-            }
-        }
+        HirKind::Literal(lit) => literal(std::str::from_utf8(&lit.0).ok()?),
+        HirKind::Class(cls) => class(unicode_class(cls)?),
         HirKind::Repetition(r) => {
             if r.max == Some(0) {
                 return Some(Hir::fail());
             }
-            cat(derive(&r.sub, c)?, decrement(r.min, r.max, &r.sub))
+            cat(step(&r.sub)?, decrement(r.min, r.max, &r.sub))
         }
-        HirKind::Capture(cap) => derive(&cap.sub, c)?,
+        HirKind::Capture(cap) => step(&cap.sub)?,
         HirKind::Concat(v) => {
             let first = &v[0];
             let rest = rest_of(&v[1..]);
-            let mut out = vec![cat(derive(first, c)?, rest.clone())];
+            let mut out = vec![cat(step(first)?, rest.clone())];
             if nullable(first) {
-                out.push(derive(&rest, c)?);
+                out.push(step(&rest)?);
             }
             alts(out)
         }
-        HirKind::Alternation(v) => alts(v.iter().map(|x| derive(x, c)).collect::<Option<_>>()?),
+        HirKind::Alternation(v) => alts(v.iter().map(step).collect::<Option<_>>()?),
         HirKind::Look(_) => return None,
     })
 }
 
+/// Whether class `u` has the character `c`.
+pub(crate) fn class_has(u: &ClassUnicode, c: char) -> bool {
+    u.ranges().iter().any(|r| r.start() <= c && c <= r.end())
+}
+
+/// The strings `w` with `c·w` in `h`. `None`: something this module does not handle.
+fn derive(h: &Hir, c: char) -> Option<Hir> {
+    by_first_char(
+        h,
+        &|s| s.strip_prefix(c).map_or_else(Hir::fail, |rest| Hir::literal(rest.as_bytes().to_vec())),
+        &|u| if class_has(&u, c) { Hir::empty() } else { Hir::fail() },
+    )
+}
+
 /// The non-empty strings of `h` whose first character is not in `ex`.
 fn restrict_first(h: &Hir, ex: &ClassUnicode) -> Option<Hir> {
-    Some(match h.kind() {
-        HirKind::Empty => Hir::fail(),
-        HirKind::Literal(lit) => {
-            let s = std::str::from_utf8(&lit.0).ok()?;
-            match s.chars().next() {
-                Some(c) if !ex.ranges().iter().any(|r| r.start() <= c && c <= r.end()) => h.clone(),
-                _ => Hir::fail(),
-            }
-        }
-        HirKind::Class(cls) => {
-            let mut u = unicode_class(cls)?;
+    by_first_char(
+        h,
+        &|s| match s.chars().next() {
+            Some(c) if !class_has(ex, c) => Hir::literal(s.as_bytes().to_vec()),
+            _ => Hir::fail(),
+        },
+        &|mut u| {
             u.difference(ex);
             if u.ranges().is_empty() {
                 Hir::fail()
             } else {
                 Hir::class(Class::Unicode(u))
             }
-        }
-        HirKind::Repetition(r) => {
-            if r.max == Some(0) {
-                return Some(Hir::fail());
-            }
-            cat(restrict_first(&r.sub, ex)?, decrement(r.min, r.max, &r.sub))
-        }
-        HirKind::Capture(cap) => restrict_first(&cap.sub, ex)?,
-        HirKind::Concat(v) => {
-            let first = &v[0];
-            let rest = rest_of(&v[1..]);
-            let mut out = vec![cat(restrict_first(first, ex)?, rest.clone())];
-            if nullable(first) {
-                out.push(restrict_first(&rest, ex)?);
-            }
-            alts(out)
-        }
-        HirKind::Alternation(v) => alts(v.iter().map(|x| restrict_first(x, ex)).collect::<Option<_>>()?),
-        HirKind::Look(_) => return None,
-    })
+        },
+    )
 }
 
 fn size(h: &Hir) -> usize {

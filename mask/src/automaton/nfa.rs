@@ -129,25 +129,41 @@ impl<'a> NfaBuilder<'a> {
                 self.edge(start, Edge::Token { terminal, to: end });
                 Ok(end)
             }
-            Expr::Seq(items) => {
-                let mut cur = start;
-                for item in items {
-                    cur = self.build(item, cur, depth + 1)?;
-                }
-                Ok(cur)
-            }
-            Expr::Alt(alts) => {
-                let end = self.new_state()?;
-                for alt in alts {
-                    let s = self.new_state()?;
-                    self.edge(start, Edge::Eps(s));
-                    let e = self.build(alt, s, depth + 1)?;
-                    self.edge(e, Edge::Eps(end));
-                }
-                Ok(end)
-            }
+            Expr::Seq(items) => self.concat(items.iter().map(Node::Expr), start, depth),
+            Expr::Alt(alts) => self.alternation(alts.iter().map(Node::Expr), start, depth),
             Expr::Repeat { expr, min, max } => self.repeat(Node::Expr(expr), *min, *max, start, depth, false),
         }
+    }
+
+    /// `items` one after the other (children of an expression at `depth`).
+    fn concat<'x>(
+        &mut self,
+        items: impl Iterator<Item = Node<'x>>,
+        start: u32,
+        depth: usize,
+    ) -> Result<u32, CompileError> {
+        let mut cur = start;
+        for item in items {
+            cur = self.build_node(item, cur, depth + 1)?;
+        }
+        Ok(cur)
+    }
+
+    /// Any one of `alts` (children of an expression at `depth`), each between ε edges.
+    fn alternation<'x>(
+        &mut self,
+        alts: impl Iterator<Item = Node<'x>>,
+        start: u32,
+        depth: usize,
+    ) -> Result<u32, CompileError> {
+        let end = self.new_state()?;
+        for alt in alts {
+            let s = self.new_state()?;
+            self.edge(start, Edge::Eps(s));
+            let e = self.build_node(alt, s, depth + 1)?;
+            self.edge(e, Edge::Eps(end));
+        }
+        Ok(end)
     }
 
     fn build_node(&mut self, node: Node, start: u32, depth: usize) -> Result<u32, CompileError> {
@@ -300,23 +316,8 @@ impl<'a> NfaBuilder<'a> {
                 feature: format!("the assertion {look:?}"),
             }),
             HirKind::Capture(c) => self.build_hir(&c.sub, start, depth + 1),
-            HirKind::Concat(items) => {
-                let mut cur = start;
-                for item in items {
-                    cur = self.build_hir(item, cur, depth + 1)?;
-                }
-                Ok(cur)
-            }
-            HirKind::Alternation(alts) => {
-                let end = self.new_state()?;
-                for alt in alts {
-                    let s = self.new_state()?;
-                    self.edge(start, Edge::Eps(s));
-                    let e = self.build_hir(alt, s, depth + 1)?;
-                    self.edge(e, Edge::Eps(end));
-                }
-                Ok(end)
-            }
+            HirKind::Concat(items) => self.concat(items.iter().map(Node::Hir), start, depth),
+            HirKind::Alternation(alts) => self.alternation(alts.iter().map(Node::Hir), start, depth),
             HirKind::Repetition(r) => self.repeat(Node::Hir(&r.sub), r.min, r.max, start, depth, true),
         }
     }
