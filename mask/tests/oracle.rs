@@ -11,6 +11,16 @@ use stencil_grammar::reference::Recognizer;
 use stencil_grammar::Grammar;
 use stencil_mask::{bitmask, CompiledGrammar, Limits, Matcher, TokenKind, Vocabulary};
 
+/// A xorshift generator from a non-zero `state`.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// A vocabulary of `tokens`; the first is EOS (a control token).
 fn vocab_of(tokens: Vec<Vec<u8>>) -> Arc<Vocabulary> {
     let v = tokens
@@ -31,13 +41,7 @@ fn random_tokens(
 ) -> Vec<Vec<u8>> {
     let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
     tokens.extend(alphabet.iter().map(|&b| vec![b]));
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(seed | 1);
     for _ in 0..count {
         let t = token(&mut next);
         if !tokens.contains(&t) {
@@ -130,7 +134,7 @@ fn walk_with_limits(
     let mut m = Matcher::new(compiled);
     let mut text: Vec<u8> = Vec::new();
     let mut lens: Vec<usize> = Vec::new();
-    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let mut next = xorshift(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1);
     for step in 0..steps {
         let expected = brute_force_mask(&r, &vocab, &text);
         let got = engine_mask(&mut m);
@@ -147,10 +151,8 @@ fn walk_with_limits(
         if text_tokens.is_empty() {
             break;
         }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        if x % 7 == 0 && !lens.is_empty() {
+        let x = next();
+        if x.is_multiple_of(7) && !lens.is_empty() {
             // Roll back one or two tokens, then go on.
             let n = 1 + (x as usize / 7) % lens.len().min(2);
             m.rollback(n).unwrap();
