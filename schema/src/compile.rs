@@ -3,7 +3,8 @@
 //! disjunction of conjunctions); each conjunction is merged into per-type constraints and
 //! emitted as grammar. One rule per distinct conjunction, so recursion closes on itself.
 
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use regex_syntax::hir::{Hir, HirKind, Repetition};
@@ -149,15 +150,15 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         opts,
         res,
         locs: Vec::new(),
-        sid_of: HashMap::new(),
+        sid_of: HashMap::default(),
         g: Grammar::new(),
         names: Default::default(),
-        memo: HashMap::new(),
+        memo: HashMap::default(),
         warnings: Vec::new(),
         warned: Default::default(),
         style: Style { ws: None, item_sep: String::new(), key_sep: String::new(), indent: None },
         start: Instant::now(),
-        validators: HashMap::new(),
+        validators: HashMap::default(),
         any_string: None,
         depth: 0,
     };
@@ -209,11 +210,11 @@ impl std::ops::Deref for SubSchema {
     }
 }
 
-fn lit(s: &str) -> Expr {
+pub(crate) fn lit(s: &str) -> Expr {
     Expr::literal(s)
 }
 
-fn seq(v: Vec<Expr>) -> Expr {
+pub(crate) fn seq(v: Vec<Expr>) -> Expr {
     let v: Vec<Expr> = v.into_iter().filter(|e| *e != Expr::Empty).collect();
     match v.len() {
         0 => Expr::Empty,
@@ -222,7 +223,7 @@ fn seq(v: Vec<Expr>) -> Expr {
     }
 }
 
-fn alt(v: Vec<Expr>) -> Option<Expr> {
+pub(crate) fn alt(v: Vec<Expr>) -> Option<Expr> {
     match v.len() {
         0 => None,
         1 => v.into_iter().next(),
@@ -656,7 +657,7 @@ impl<'o> Ctx<'o> {
     }
 
     fn signature(&mut self, sid: Sid, depth: usize) -> Sig {
-        let mut sig = Sig { types: T_ALL, values: None, props: HashMap::new() };
+        let mut sig = Sig { types: T_ALL, values: None, props: HashMap::default() };
         if depth > 8 {
             return sig;
         }
@@ -1300,7 +1301,7 @@ impl<'o> Ctx<'o> {
                 if has_len {
                     self.unenforced("not", &ptr, "excluding strings together with a length bound")?;
                 } else {
-                    let e = self.string_not_in(excluded);
+                    let e = crate::not_in::string_not_in(excluded);
                     return Ok(Some(seq(vec![lit("\""), e, lit("\"")])));
                 }
             }
@@ -1349,106 +1350,6 @@ impl<'o> Ctx<'o> {
         let id = self.add_rule("string", body);
         self.any_string = Some(id);
         Expr::Rule(id)
-    }
-
-    /// String contents (escaped) of any string except the given ones, over a trie of the
-    /// excluded strings' characters: either a walk down the trie that stops at a node that
-    /// is not an excluded string, or one that leaves the trie by some other character and
-    /// is followed by anything. "Anything" is written once, in place: a call would make
-    /// every byte of such a key a two-item Earley step, and one copy per trie node would
-    /// make its automaton as many times bigger.
-    fn string_not_in(&mut self, excluded: &[String]) -> Expr {
-        use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
-        let words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
-        let children = |words: &[Vec<char>], depth: usize| -> Vec<(String, Vec<Vec<char>>)> {
-            let mut cs: Vec<char> = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]).collect();
-            cs.sort();
-            cs.dedup();
-            cs.into_iter()
-                .map(|c| {
-                    let mut s = String::new();
-                    crate::escape::escape_char(c, &mut s);
-                    (s, words.iter().filter(|w| w.len() > depth && w[depth] == c).cloned().collect())
-                })
-                .collect()
-        };
-        /// A trie node's children: each character's escaped spelling and the words below it.
-        type Children<'a> = &'a dyn Fn(&[Vec<char>], usize) -> Vec<(String, Vec<Vec<char>>)>;
-        fn alt_of(mut alts: Vec<Expr>) -> Option<Expr> {
-            match alts.len() {
-                0 => None,
-                1 => alts.pop(),
-                _ => Some(Expr::Alt(alts)),
-            }
-        }
-        // Walks down the trie that end at a node that is not an excluded string.
-        fn stop(words: &[Vec<char>], depth: usize, children: Children) -> Option<Expr> {
-            let mut alts = Vec::new();
-            if !words.iter().any(|w| w.len() == depth) {
-                alts.push(Expr::Empty);
-            }
-            for (c, sub) in children(words, depth) {
-                if let Some(rest) = stop(&sub, depth + 1, children) {
-                    alts.push(seq(vec![lit(&c), rest]));
-                }
-            }
-            alt_of(alts)
-        }
-        // Walks down the trie that leave it by a character no excluded string has there,
-        // among `chars` (the rest are left to `shared`, below).
-        fn leave(
-            words: &[Vec<char>],
-            depth: usize,
-            chars: &ClassUnicode,
-            children: Children,
-        ) -> Option<Expr> {
-            let mut alts = Vec::new();
-            for (c, sub) in children(words, depth) {
-                if let Some(rest) = leave(&sub, depth + 1, chars, children) {
-                    alts.push(seq(vec![lit(&c), rest]));
-                }
-            }
-            let mut other = chars.clone();
-            let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
-            let mut taken = ClassUnicode::new(here);
-            taken.negate();
-            other.intersect(&taken);
-            if !other.ranges().is_empty() {
-                alts.push(Expr::Regex(crate::escape::class_hir(&other).to_string()));
-            }
-            alt_of(alts)
-        }
-        // Walks down the trie that stop anywhere.
-        fn prefix(words: &[Vec<char>], depth: usize, children: Children) -> Expr {
-            let mut alts = vec![Expr::Empty];
-            for (c, sub) in children(words, depth) {
-                alts.push(seq(vec![lit(&c), prefix(&sub, depth + 1, children)]));
-            }
-            alt_of(alts).expect("not empty")
-        }
-        // Characters no excluded string has, spelled the same after any trie node: written
-        // once after "any prefix of the trie" rather than at every node (a key's trie node
-        // with its own copy of every non-ASCII character makes a big automaton). When the
-        // excluded strings are plain ASCII, that is every non-ASCII or escaped character.
-        let plain = ClassUnicode::new([
-            ClassUnicodeRange::new(' ', '!'),
-            ClassUnicodeRange::new('#', '['),
-            ClassUnicodeRange::new(']', '~'),
-        ]);
-        let is_plain = |c: char| crate::hirset::class_has(&plain, c);
-        let leaving = if words.iter().flatten().all(|&c| is_plain(c)) {
-            let mut not_plain = plain.clone();
-            not_plain.negate();
-            let shared = Expr::Regex(crate::escape::class_hir(&not_plain).to_string());
-            let by_plain = leave(&words, 0, &plain, &children);
-            let by_shared = seq(vec![prefix(&words, 0, &children), shared]);
-            alt_of(by_plain.into_iter().chain([by_shared]).collect())
-        } else {
-            leave(&words, 0, &ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]), &children)
-        };
-        let any = Expr::Regex(length_hir(0, None).to_string());
-        let alts = [stop(&words, 0, &children), leaving.map(|l| seq(vec![l, any]))];
-        alt_of(alts.into_iter().flatten().collect()).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
     }
 
     // ---------------------------------------------------------------------------- arrays
@@ -1709,7 +1610,7 @@ impl<'o> Ctx<'o> {
             return Ok(Some(None));
         }
         // State: used-set mask. U(mask) = end | sep v_i U(mask | i).
-        let mut ids: HashMap<u32, RuleId> = HashMap::new();
+        let mut ids: HashMap<u32, RuleId> = HashMap::default();
         for mask in 0..(1u32 << n) {
             ids.insert(mask, self.add_rule("unique-items", Expr::Empty));
         }
@@ -2273,7 +2174,7 @@ impl<'o> Ctx<'o> {
                 let e = escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: String::new(), pattern: String::new(), reason: e })?;
                 Expr::Regex(e.to_string())
             }
-            None => self.string_not_in(declared),
+            None => crate::not_in::string_not_in(declared),
         };
         let kv = seq(vec![lit("\""), key, lit("\""), sep, v]);
         Ok(Some(Expr::Rule(self.add_rule("extra-property", kv))))
@@ -2395,7 +2296,7 @@ impl<'o> Ctx<'o> {
     /// object may declare 100,000 names.
     fn chain_rule(&mut self, ch: &Chain) -> Result<Option<Expr>, SchemaError> {
         type Key = (usize, u64, u32, bool);
-        let mut memo: HashMap<Key, Option<Expr>> = HashMap::new();
+        let mut memo: HashMap<Key, Option<Expr>> = HashMap::default();
         let n = ch.declared.len();
         // The children of a key below the end: (emit, skip), each when allowed.
         let children = |(i, count, mask, any): Key| -> (Option<Key>, Option<Key>) {

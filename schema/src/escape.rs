@@ -36,7 +36,7 @@ fn plain_ranges() -> Vec<ClassUnicodeRange> {
 
 thread_local! {
     /// [`class_hir`]'s answers during one schema compile.
-    static CLASS_CACHE: std::cell::RefCell<std::collections::HashMap<Vec<(char, char)>, Hir>> = Default::default();
+    static CLASS_CACHE: std::cell::RefCell<rustc_hash::FxHashMap<Vec<(char, char)>, Hir>> = Default::default();
 }
 
 /// Forgets [`class_hir`]'s answers: each compile starts afresh (and its time is its own).
@@ -145,9 +145,11 @@ pub(crate) fn escape_hir(h: &Hir) -> Result<Hir, String> {
     })
 }
 
-/// Any one character, escaped.
+/// Any one character, escaped (built once: every schema with a string asks for it).
 pub(crate) fn any_char_hir() -> Hir {
-    class_hir(&ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]))
+    static ANY_CHAR: std::sync::LazyLock<Hir> =
+        std::sync::LazyLock::new(|| build_class_hir(&ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)])));
+    ANY_CHAR.clone()
 }
 
 /// Escaped strings of `min..=max` characters.

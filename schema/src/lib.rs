@@ -50,6 +50,7 @@ mod ecma;
 mod escape;
 mod formats;
 mod hirset;
+mod not_in;
 mod numbers;
 mod resolve;
 mod validate;

@@ -1,7 +1,7 @@
 //! Documents, base URIs, `$id`/`id`, `$anchor` and `$ref` resolution (JSON pointers,
 //! anchors, embedded resources, remote documents from the caller's registry).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use serde_json::Value;
 use url::Url;
@@ -83,9 +83,9 @@ impl Resources {
         let mut r = Resources {
             docs: Vec::new(),
             doc_uris: Vec::new(),
-            by_uri: HashMap::new(),
-            anchors: HashMap::new(),
-            info: HashMap::new(),
+            by_uri: HashMap::default(),
+            anchors: HashMap::default(),
+            info: HashMap::default(),
             default_draft,
         };
         r.add_doc(DEFAULT_BASE, root.clone());
@@ -97,7 +97,8 @@ impl Resources {
         let base = Url::parse(uri).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap());
         self.by_uri.insert(normalize_uri(base.as_str()), (idx, String::new()));
         self.doc_uris.push(normalize_uri(base.as_str()));
-        self.docs.push(std::sync::Arc::new(doc.clone()));
+        let doc = std::sync::Arc::new(doc);
+        self.docs.push(doc.clone());
         let draft = self.default_draft;
         self.index(idx, String::new(), &doc, base, draft);
         idx

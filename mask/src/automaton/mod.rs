@@ -8,6 +8,7 @@
 
 mod minimize;
 mod nfa;
+mod sets;
 mod split;
 
 use crate::error::CompileError;
@@ -15,6 +16,7 @@ use crate::limits::{LimitKind, Limits};
 use crate::vocab::Vocabulary;
 use minimize::Transition;
 use nfa::{Edge, Nfa, NfaBuilder, Regexes};
+use sets::StateSets;
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
 /// "No transition".
@@ -123,7 +125,8 @@ impl Automaton {
                 for &x in &states[..n] {
                     // Classes are byte intervals: the range's classes are consecutive.
                     let row = &self.trans[x as usize * self.n_classes..(x as usize + 1) * self.n_classes];
-                    let (lo, hi) = (self.byte_class[r.start as usize] as usize, self.byte_class[r.end as usize] as usize);
+                    let (lo, hi) =
+                        (self.byte_class[r.start as usize] as usize, self.byte_class[r.end as usize] as usize);
                     for &t in &row[lo..=hi] {
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
                             return false;
@@ -205,32 +208,13 @@ impl Automaton {
                 nfas.push(if own { Some(builder.build_rule(RuleId(r as u32))?) } else { None });
             }
         }
-        phase("nfa", format!("{} nfa states", nfas.iter().flatten().map(|n| n.edges.len()).sum::<usize>()));
+        phase("nfa", format!("{} nfa states", nfas.iter().flatten().map(|n| n.n_states()).sum::<usize>()));
         // The synthetic start rule: start --root--> accept.
         let start_rule = n_rules as u32;
-        nfas.push(Some(Nfa { edges: vec![vec![Edge::Call { rule: grammar.root.0, to: 1 }], vec![]], accept: 1 }));
+        nfas.push(Some(Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1)));
 
         // 2. Byte classes shared by all rules.
-        let mut boundary = [false; 257];
-        for nfa in nfas.iter().flatten() {
-            for edges in &nfa.edges {
-                for e in edges {
-                    if let Edge::Bytes { lo, hi, .. } = *e {
-                        boundary[lo as usize] = true;
-                        boundary[hi as usize + 1] = true;
-                    }
-                }
-            }
-        }
-        let mut byte_class = [0u8; 256];
-        let mut class = 0usize;
-        for b in 0..256 {
-            if b > 0 && boundary[b] {
-                class += 1;
-            }
-            byte_class[b] = class as u8;
-        }
-        let n_classes = class + 1;
+        let (byte_class, n_classes) = byte_classes(nfas.iter().flatten());
 
         // 3. Subset construction per rule, into one global numbering.
         let mut a = Automaton {
@@ -258,51 +242,55 @@ impl Automaton {
             accept_state: 0,
         };
         let deadline = started + limits.max_compile_time;
-        let (mut t_det, mut t_min) = (0.0, 0.0);
+        // Each rule's automaton on its own, then all of them in one table of known size.
+        let mut dfas: Vec<(u32, RuleDfa)> = Vec::new();
+        let mut n_states = 0;
         for (r, nfa) in nfas.iter().enumerate() {
-            if let Some(nfa) = nfa {
-                if std::time::Instant::now() > deadline {
-                    return Err(CompileError::LimitExceeded {
-                        limit: LimitKind::CompileTime,
-                        value: limits.max_compile_time.as_millis() as usize,
-                        rule: a.rule_names[r].clone(),
-                    });
-                }
-                a.rule_start[r] = a.n_states() as u32;
-                let t0 = std::time::Instant::now();
-                determinize(&mut a, nfa, r as u32, limits, deadline)?;
-                let base = a.rule_start[r] as usize;
-                let t1 = std::time::Instant::now();
-                let before = a.n_states() - base;
-                minimize(&mut a, base);
-                let t2 = std::time::Instant::now();
-                t_det += (t1 - t0).as_secs_f64();
-                t_min += (t2 - t1).as_secs_f64();
-                if trace && before > 2000 {
-                    eprintln!(
-                        "    rule {} nfa {} dfa {} min {} det {:.1} ms min {:.1} ms",
-                        a.rule_names[r],
-                        nfa.edges.len(),
-                        before,
-                        a.n_states() - base,
-                        (t1 - t0).as_secs_f64() * 1e3,
-                        (t2 - t1).as_secs_f64() * 1e3
-                    );
-                }
+            let Some(nfa) = nfa else { continue };
+            if std::time::Instant::now() > deadline {
+                return Err(CompileError::LimitExceeded {
+                    limit: LimitKind::CompileTime,
+                    value: limits.max_compile_time.as_millis() as usize,
+                    rule: a.rule_names[r].clone(),
+                });
             }
+            // Room left under both size limits; the first to bind names the error.
+            let by_count = limits.max_automaton_states.saturating_sub(n_states);
+            let by_memory = (limits.max_automaton_bytes / (a.n_classes * 4)).saturating_sub(n_states);
+            let mut dfa = determinize(nfa, by_count.min(by_memory), Some(deadline)).map_err(|stop| {
+                let (limit, value) = match stop {
+                    Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
+                    _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
+                    _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
+                };
+                CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
+            })?;
+            let before = dfa.n_states();
+            dfa.minimize();
+            if trace && before > 2000 {
+                eprintln!("    rule {} nfa {} dfa {before} min {}", a.rule_names[r], nfa.n_states(), dfa.n_states());
+            }
+            a.rule_start[r] = n_states as u32;
+            n_states += dfa.n_states();
+            dfas.push((r as u32, dfa));
         }
-        phase("det+min", format!("det {:.2} ms min {:.2} ms, {} states", t_det * 1e3, t_min * 1e3, a.n_states()));
+        a.reserve(n_states);
+        for (r, dfa) in &dfas {
+            a.append(*r, dfa);
+        }
+        phase("det+min", format!("{} states", a.n_states()));
         a.terminals = terminals;
         a.start_state = a.rule_start[start_rule as usize];
         a.accept_state = a.start_state + 1;
 
         // 4. Nullable and productive rules; trim states that cannot finish.
-        a.rule_nullable = fixpoint_rules(&a, false);
-        let productive = fixpoint_rules(&a, true);
+        let successors = Successors::of(&a);
+        a.rule_nullable = fixpoint_rules(&a, &successors, false);
+        let productive = fixpoint_rules(&a, &successors, true);
         if !productive[grammar.root.0 as usize] {
             return Err(CompileError::EmptyLanguage { rule: grammar.rule(grammar.root).name.clone() });
         }
-        trim(&mut a, &productive);
+        trim(&mut a, &successors, &productive);
         phase("fixpoints+trim", String::new());
         // The bytes of each class, then per state: the bytes it moves on, and the ASCII
         // bytes that take it where `a` does.
@@ -569,7 +557,7 @@ fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
     }
     while i < set.len() {
         let s = set[i];
-        for e in &nfa.edges[s as usize] {
+        for e in nfa.edges(s) {
             if let Edge::Eps(t) = *e {
                 if seen[t as usize] != stamp {
                     seen[t as usize] = stamp;
@@ -582,181 +570,258 @@ fn eps_closure(nfa: &Nfa, set: &mut Vec<u32>, seen: &mut [u32], stamp: u32) {
     set.sort_unstable();
 }
 
-/// Subset construction of one rule's NFA, appending states to `a`.
-fn determinize(
-    a: &mut Automaton,
-    nfa: &Nfa,
-    rule: u32,
-    limits: &Limits,
-    deadline: std::time::Instant,
-) -> Result<(), CompileError> {
-    let base = a.n_states() as u32;
-    let mut seen = vec![0u32; nfa.edges.len()];
-    let mut stamp = 1u32;
-    let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
-    let mut direct: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
-    let mut sets: Vec<Vec<u32>> = Vec::new();
-    let mut row: Vec<u32> = Vec::with_capacity(a.n_classes);
-    let mut start = vec![0u32];
-    eps_closure(nfa, &mut start, &mut seen, stamp);
-    ids.insert(start.clone(), base);
-    sets.push(start);
-    let n_classes = a.n_classes;
-    let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); n_classes];
-    let mut i = 0;
-    while i < sets.len() {
-        if base as usize + sets.len() > limits.max_automaton_states {
-            return Err(CompileError::LimitExceeded {
-                limit: LimitKind::AutomatonStates,
-                value: limits.max_automaton_states,
-                rule: a.rule_names[rule as usize].clone(),
-            });
+/// One rule's DFA over the rule's own byte classes (coarser than the global ones: a
+/// string rule does not tell `a` from `b` even when a key elsewhere does), states
+/// numbered from 0, the start first.
+struct RuleDfa {
+    /// Byte → the rule's class.
+    class: [u8; 256],
+    n_classes: usize,
+    /// `trans[state * n_classes + class]`: next state or [`DEAD`].
+    trans: Vec<u32>,
+    is_final: Vec<bool>,
+    /// `(rule, next state)` per state.
+    calls: Vec<Vec<(u32, u32)>>,
+    /// `(terminal, next state)` per state.
+    token_edges: Vec<Vec<(u32, u32)>>,
+}
+
+impl RuleDfa {
+    fn n_states(&self) -> usize {
+        self.is_final.len()
+    }
+
+    /// Merges equivalent states (partition refinement, see
+    /// [`minimize::coarsest_partition`]), keeping the start state first. Fewer states means
+    /// fewer mask-cache entries.
+    fn minimize(&mut self) {
+        let (n, nc) = (self.n_states(), self.n_classes);
+        // By label (partition refinement sorts them so: this way it finds them sorted).
+        let mut transitions = Vec::new();
+        for c in 0..nc {
+            for s in 0..n {
+                let head = self.trans[s * nc + c];
+                if head != DEAD {
+                    transitions.push(Transition { tail: s as u32, label: c as u64, head });
+                }
+            }
         }
-        if (base as usize + sets.len()).saturating_mul(n_classes * 4) > limits.max_automaton_bytes {
-            return Err(CompileError::LimitExceeded {
-                limit: LimitKind::AutomatonMemory,
-                value: limits.max_automaton_bytes,
-                rule: a.rule_names[rule as usize].clone(),
-            });
+        let by_class = transitions.len();
+        for s in 0..n {
+            let tail = s as u32;
+            for &(r, head) in &self.calls[s] {
+                transitions.push(Transition { tail, label: nc as u64 + 2 * r as u64, head });
+            }
+            for &(k, head) in &self.token_edges[s] {
+                transitions.push(Transition { tail, label: nc as u64 + 2 * k as u64 + 1, head });
+            }
+        }
+        transitions[by_class..].sort_unstable_by_key(|t| t.label);
+        let (class, n_classes) = minimize::coarsest_partition(n, &self.is_final, &transitions);
+        if n_classes == n {
+            return;
+        }
+        // One representative per class, in class order (the start state's class is 0).
+        let mut order = Vec::with_capacity(n_classes);
+        for (i, &c) in class.iter().enumerate() {
+            if c as usize == order.len() {
+                order.push(i);
+            }
+        }
+        let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize] };
+        let map_edges = |edges: &[(u32, u32)]| edges.iter().map(|&(x, t)| (x, map(t))).collect::<Vec<_>>();
+        self.trans = order.iter().flat_map(|&s| self.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t))).collect();
+        self.is_final = order.iter().map(|&s| self.is_final[s]).collect();
+        self.calls = order.iter().map(|&s| map_edges(&self.calls[s])).collect();
+        self.token_edges = order.iter().map(|&s| map_edges(&self.token_edges[s])).collect();
+    }
+}
+
+impl RuleDfa {
+    /// State `s`'s transitions as NFA edges (byte classes are byte intervals; neighbours
+    /// with one target merged).
+    fn edges(&self, s: u32) -> Vec<Edge> {
+        let row = &self.trans[s as usize * self.n_classes..(s as usize + 1) * self.n_classes];
+        let mut out: Vec<Edge> = Vec::new();
+        for (b, &c) in self.class.iter().enumerate() {
+            let to = row[c as usize];
+            if to == DEAD {
+                continue;
+            }
+            match out.last_mut() {
+                Some(Edge::Bytes { hi, to: t, .. }) if *t == to && *hi as usize + 1 == b => *hi = b as u8,
+                _ => out.push(Edge::Bytes { lo: b as u8, hi: b as u8, to }),
+            }
+        }
+        out.extend(self.calls[s as usize].iter().map(|&(rule, to)| Edge::Call { rule, to }));
+        out.extend(self.token_edges[s as usize].iter().map(|&(terminal, to)| Edge::Token { terminal, to }));
+        out
+    }
+}
+
+impl Automaton {
+    /// Room for `n` states in the per-state tables.
+    fn reserve(&mut self, n: usize) {
+        self.trans.reserve_exact(n * self.n_classes);
+        self.calls.reserve_exact(n);
+        self.token_edges.reserve_exact(n);
+        self.is_final.reserve_exact(n);
+        self.state_rule.reserve_exact(n);
+    }
+
+    /// Appends `dfa` as `rule`'s states, its classes spread over the global ones (each
+    /// global class lies within one of the rule's).
+    fn append(&mut self, rule: u32, dfa: &RuleDfa) {
+        let base = self.n_states() as u32;
+        let shift = |t: u32| if t == DEAD { DEAD } else { base + t };
+        let mut local = vec![0usize; self.n_classes];
+        for (&global, &own) in self.byte_class.iter().zip(&dfa.class) {
+            local[global as usize] = own as usize;
+        }
+        for s in 0..dfa.n_states() {
+            let row = &dfa.trans[s * dfa.n_classes..(s + 1) * dfa.n_classes];
+            self.trans.extend(local.iter().map(|&c| shift(row[c])));
+            self.calls.push(dfa.calls[s].iter().map(|&(r, t)| (r, shift(t))).collect());
+            self.token_edges.push(dfa.token_edges[s].iter().map(|&(k, t)| (k, shift(t))).collect());
+        }
+        self.is_final.extend_from_slice(&dfa.is_final);
+        self.state_rule.extend(std::iter::repeat_n(rule, dfa.n_states()));
+    }
+}
+
+/// The byte classes of NFAs' edges: bytes no edge tells apart share a class.
+fn byte_classes<'n>(nfas: impl IntoIterator<Item = &'n Nfa>) -> ([u8; 256], usize) {
+    let mut boundary = [false; 257];
+    for e in nfas.into_iter().flat_map(|nfa| nfa.all_edges()) {
+        if let Edge::Bytes { lo, hi, .. } = *e {
+            boundary[lo as usize] = true;
+            boundary[hi as usize + 1] = true;
+        }
+    }
+    let mut class = [0u8; 256];
+    let mut c = 0usize;
+    for b in 0..256 {
+        if b > 0 && boundary[b] {
+            c += 1;
+        }
+        class[b] = c as u8;
+    }
+    (class, c + 1)
+}
+
+/// Why a subset construction gave up.
+#[derive(Debug)]
+enum Unfinished {
+    TooManyStates,
+    OutOfTime,
+}
+
+/// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its own
+/// byte classes; gives up past `max_states` states or the `deadline`.
+fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant>) -> Result<RuleDfa, Unfinished> {
+    let (class, n_classes) = byte_classes([nfa]);
+    let mut dfa = RuleDfa {
+        class,
+        n_classes,
+        trans: Vec::new(),
+        is_final: Vec::new(),
+        calls: Vec::new(),
+        token_edges: Vec::new(),
+    };
+    let mut seen = vec![0u32; nfa.n_states()];
+    let mut stamp = 1u32;
+    // A closed set is known by the states in it that matter for what comes next: those
+    // with an edge that is not ε, and the final state. The ends of an alternation's
+    // branches (ε into the join) would otherwise make one state per branch taken.
+    let matters: Vec<bool> = (0..nfa.n_states() as u32)
+        .map(|s| s == nfa.accept || nfa.edges(s).iter().any(|e| !matches!(e, Edge::Eps(_))))
+        .collect();
+    let close = |set: &mut Vec<u32>, seen: &mut [u32], stamp: u32| {
+        eps_closure(nfa, set, seen, stamp);
+        set.retain(|&s| matters[s as usize]);
+    };
+    // ε-closed sets: their ids are the DFA's states.
+    let mut closed = StateSets::default();
+    // Sets as transitions reach them, before their ε-closure (the costly part): most
+    // byte classes of a state share their targets.
+    let mut direct = StateSets::default();
+    let mut direct_state: Vec<u32> = Vec::new();
+    let mut set = vec![0u32];
+    close(&mut set, &mut seen, stamp);
+    closed.intern(&set);
+    set.clear();
+    let mut moves: Vec<(u8, u32)> = Vec::new(); // (class, NFA state) of a state's byte edges
+    let mut labelled: Vec<(bool, u32, u32)> = Vec::new(); // (is token, rule or terminal, to)
+    let mut i = 0;
+    while i < closed.len() as u32 {
+        if closed.len() > max_states {
+            return Err(Unfinished::TooManyStates);
         }
         // Sets of a big NFA make single states slow: look at the clock often.
-        if (i % 64 == 63 || sets[i].len() > 1024) && std::time::Instant::now() > deadline {
-            return Err(CompileError::LimitExceeded {
-                limit: LimitKind::CompileTime,
-                value: limits.max_compile_time.as_millis() as usize,
-                rule: a.rule_names[rule as usize].clone(),
-            });
+        if let Some(deadline) = deadline {
+            if (i % 64 == 63 || closed.get(i).len() > 1024) && std::time::Instant::now() > deadline {
+                return Err(Unfinished::OutOfTime);
+            }
         }
-        let mut labelled: Vec<(bool, u32, u32)> = Vec::new(); // (is token, rule or terminal, to)
+        moves.clear();
+        labelled.clear();
         let mut is_final = false;
-        for &s in &sets[i] {
+        for &s in closed.get(i) {
             is_final |= s == nfa.accept;
-            for e in &nfa.edges[s as usize] {
+            for e in nfa.edges(s) {
                 match *e {
                     Edge::Eps(_) => {}
                     Edge::Bytes { lo, hi, to } => {
-                        for c in a.byte_class[lo as usize]..=a.byte_class[hi as usize] {
-                            buckets[c as usize].push(to);
-                        }
+                        moves.extend((class[lo as usize]..=class[hi as usize]).map(|c| (c, to)));
                     }
                     Edge::Call { rule, to } => labelled.push((false, rule, to)),
                     Edge::Token { terminal, to } => labelled.push((true, terminal, to)),
                 }
             }
         }
-        // By the NFA states a transition reaches before its ε-closure: most byte classes
-        // of a state share their targets, and the closure is the costly part.
-        let mut target = |set: &mut Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
+        let mut target = |set: &mut Vec<u32>, closed: &mut StateSets| -> u32 {
             set.sort_unstable();
             set.dedup();
-            if let Some(&id) = direct.get(set.as_slice()) {
-                set.clear();
-                return id;
+            let (d, new) = direct.intern(set);
+            if new {
+                stamp += 1;
+                close(set, &mut seen, stamp);
+                direct_state.push(closed.intern(set).0);
             }
-            let direct_key = set.clone();
-            stamp += 1;
-            eps_closure(nfa, set, &mut seen, stamp);
-            set.dedup();
-            let id = match ids.get(set.as_slice()) {
-                Some(&id) => {
-                    set.clear();
-                    id
-                }
-                None => {
-                    let id = base + sets.len() as u32;
-                    ids.insert(set.clone(), id);
-                    sets.push(std::mem::take(set));
-                    id
-                }
-            };
-            direct.insert(direct_key, id);
-            id
+            set.clear();
+            direct_state[d as usize]
         };
-        row.clear();
-        for bucket in buckets.iter_mut() {
-            row.push(if bucket.is_empty() { DEAD } else { target(bucket, &mut sets) });
+        moves.sort_unstable();
+        let row = dfa.trans.len();
+        dfa.trans.resize(row + n_classes, DEAD);
+        // Neighbouring classes mostly move to the same NFA states (sorted, as `moves` is).
+        let (mut previous, mut previous_target): (&[(u8, u32)], u32) = (&[], DEAD);
+        for group in moves.chunk_by(|x, y| x.0 == y.0) {
+            let same = group.len() == previous.len() && group.iter().zip(previous).all(|(x, y)| x.1 == y.1);
+            if !same {
+                set.extend(group.iter().map(|m| m.1));
+                (previous, previous_target) = (group, target(&mut set, &mut closed));
+            }
+            dfa.trans[row + group[0].0 as usize] = previous_target;
         }
         labelled.sort_unstable();
         let (mut calls, mut toks) = (Vec::new(), Vec::new());
-        let mut j = 0;
-        while j < labelled.len() {
-            let (is_token, label, _) = labelled[j];
-            let mut set: Vec<u32> = Vec::new();
-            while j < labelled.len() && (labelled[j].0, labelled[j].1) == (is_token, label) {
-                set.push(labelled[j].2);
-                j += 1;
-            }
-            let to = target(&mut set, &mut sets);
+        for group in labelled.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+            let (is_token, label, _) = group[0];
+            set.extend(group.iter().map(|g| g.2));
+            let to = target(&mut set, &mut closed);
             if is_token {
                 toks.push((label, to))
             } else {
                 calls.push((label, to))
             }
         }
-        a.trans.extend_from_slice(&row);
-        a.state_rule.push(rule);
-        a.is_final.push(is_final);
-        a.calls.push(calls);
-        a.token_edges.push(toks);
+        dfa.is_final.push(is_final);
+        dfa.calls.push(calls);
+        dfa.token_edges.push(toks);
         i += 1;
     }
-    Ok(())
-}
-
-/// Merges equivalent states of the rule whose states are `base..` (partition refinement,
-/// see [`minimize::coarsest_partition`]), keeping the start state first. Fewer states means
-/// fewer mask-cache entries.
-fn minimize(a: &mut Automaton, base: usize) {
-    let n = a.n_states() - base;
-    let nc = a.n_classes;
-    let mut transitions = Vec::new();
-    for i in 0..n {
-        let s = base + i;
-        let tail = i as u32;
-        for (c, &t) in a.trans[s * nc..(s + 1) * nc].iter().enumerate() {
-            if t != DEAD {
-                transitions.push(Transition { tail, label: c as u64, head: t - base as u32 });
-            }
-        }
-        for &(r, t) in &a.calls[s] {
-            transitions.push(Transition { tail, label: (nc as u64) + 2 * r as u64, head: t - base as u32 });
-        }
-        for &(k, t) in &a.token_edges[s] {
-            transitions.push(Transition { tail, label: (nc as u64) + 2 * k as u64 + 1, head: t - base as u32 });
-        }
-    }
-    let (class, n_classes) = minimize::coarsest_partition(n, &a.is_final[base..], &transitions);
-    if n_classes == n {
-        return;
-    }
-    // One representative per class, in class order (the start state's class is 0).
-    let mut order = Vec::with_capacity(n_classes);
-    for (i, &c) in class.iter().enumerate() {
-        if c as usize == order.len() {
-            order.push(i);
-        }
-    }
-    let map = |t: u32| if t == DEAD { DEAD } else { base as u32 + class[t as usize - base] };
-    let mut trans = Vec::with_capacity(n_classes * nc);
-    let (mut finals, mut calls, mut toks) = (Vec::new(), Vec::new(), Vec::new());
-    for &i in &order {
-        let s = base + i;
-        trans.extend(a.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
-        finals.push(a.is_final[s]);
-        calls.push(a.calls[s].iter().map(|&(r, t)| (r, map(t))).collect::<Vec<_>>());
-        toks.push(a.token_edges[s].iter().map(|&(k, t)| (k, map(t))).collect::<Vec<_>>());
-    }
-    a.trans.truncate(base * nc);
-    a.trans.extend(trans);
-    a.is_final.truncate(base);
-    a.is_final.extend(finals);
-    a.calls.truncate(base);
-    a.calls.extend(calls);
-    a.token_edges.truncate(base);
-    a.token_edges.extend(toks);
-    let rule = a.state_rule[base];
-    a.state_rule.truncate(base);
-    a.state_rule.extend(std::iter::repeat_n(rule, n_classes));
+    Ok(dfa)
 }
 
 /// Least fixpoint of a per-rule flag: a rule gets the flag when its start state reaches a
@@ -765,14 +830,13 @@ fn minimize(a: &mut Automaton, base: usize) {
 ///
 /// Linear in the automaton: each state is explored once; a call of a rule not (yet)
 /// flagged waits in that rule's list until it gets the flag.
-fn fixpoint_rules(a: &Automaton, terminals: bool) -> Vec<bool> {
+fn fixpoint_rules(a: &Automaton, successors: &Successors, terminals: bool) -> Vec<bool> {
     let n_rules = a.rule_start.len();
     let mut flags = vec![false; n_rules];
     let mut reached = vec![false; a.n_states()];
     let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
     let mut newly: Vec<u32> = Vec::new();
     let mut stack: Vec<u32> = Vec::new();
-    let nc = a.n_classes;
     let mut explore =
         |from: u32, flags: &mut Vec<bool>, waiting: &mut Vec<Vec<u32>>, newly: &mut Vec<u32>, stack: &mut Vec<u32>| {
             stack.push(from);
@@ -787,8 +851,7 @@ fn fixpoint_rules(a: &Automaton, terminals: bool) -> Vec<bool> {
                     newly.push(rule as u32);
                 }
                 if terminals {
-                    stack.extend(a.trans[su * nc..(su + 1) * nc].iter().copied().filter(|&t| t != DEAD));
-                    stack.extend(a.token_edges[su].iter().map(|&(_, t)| t));
+                    stack.extend(successors.of_state(s));
                 }
                 for &(callee, t) in &a.calls[su] {
                     if flags[callee as usize] {
@@ -813,32 +876,72 @@ fn fixpoint_rules(a: &Automaton, terminals: bool) -> Vec<bool> {
     flags
 }
 
+/// Each state's distinct targets over bytes and tokens (not calls), in compressed rows:
+/// the global transition rows are long and mostly runs of one target.
+struct Successors {
+    start: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Successors {
+    fn of(a: &Automaton) -> Self {
+        let nc = a.n_classes;
+        let mut start = Vec::with_capacity(a.n_states() + 1);
+        let mut targets = Vec::new();
+        start.push(0);
+        for s in 0..a.n_states() {
+            let first = targets.len();
+            for &t in &a.trans[s * nc..(s + 1) * nc] {
+                if t != DEAD && !targets[first..].contains(&t) {
+                    targets.push(t);
+                }
+            }
+            targets.extend(a.token_edges[s].iter().map(|&(_, t)| t));
+            start.push(targets.len() as u32);
+        }
+        Successors { start, targets }
+    }
+
+    fn of_state(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
+        self.targets[self.start[s as usize] as usize..self.start[s as usize + 1] as usize].iter().copied()
+    }
+}
+
 /// Removes edges into states that cannot reach their rule's final state, and calls of
 /// unproductive rules.
-fn trim(a: &mut Automaton, productive: &[bool]) {
+fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
     let n = a.n_states();
     let nc = a.n_classes;
     for s in 0..n {
         a.calls[s].retain(|(r, _)| productive[*r as usize]);
     }
-    // Reverse edges, then search backwards from final states.
-    let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+    // Predecessors in compressed rows, then a search backwards from the final states.
+    let mut pred_start = vec![0u32; n + 1];
+    let edges = || {
+        (0..n as u32)
+            .flat_map(|s| successors.of_state(s).chain(a.calls[s as usize].iter().map(|c| c.1)).map(move |t| (s, t)))
+    };
+    for (_, t) in edges() {
+        pred_start[t as usize + 1] += 1;
+    }
     for s in 0..n {
-        for &t in &a.trans[s * nc..(s + 1) * nc] {
-            if t != DEAD {
-                rev[t as usize].push(s as u32);
-            }
-        }
-        for &(_, t) in a.calls[s].iter().chain(&a.token_edges[s]) {
-            rev[t as usize].push(s as u32);
-        }
+        pred_start[s + 1] += pred_start[s];
+    }
+    let mut fill = pred_start.clone();
+    let mut preds = vec![0u32; pred_start[n] as usize];
+    for (s, t) in edges() {
+        preds[fill[t as usize] as usize] = s;
+        fill[t as usize] += 1;
     }
     let mut live = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| a.is_final[s as usize]).collect();
     while let Some(s) = stack.pop() {
         if !std::mem::replace(&mut live[s as usize], true) {
-            stack.extend(&rev[s as usize]);
+            stack.extend(&preds[pred_start[s as usize] as usize..pred_start[s as usize + 1] as usize]);
         }
+    }
+    if live.iter().all(|&l| l) {
+        return;
     }
     for s in 0..n {
         for t in &mut a.trans[s * nc..(s + 1) * nc] {

@@ -1,6 +1,5 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
 
-use super::minimize::Transition;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -17,10 +16,52 @@ pub(crate) enum Edge {
 }
 
 /// ε-NFA of one rule: state 0 is the start, `accept` the only final state.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub(crate) struct Nfa {
-    pub edges: Vec<Vec<Edge>>,
+    /// Edges by source state: state `s`'s are `edges[first[s]..first[s + 1]]`.
+    edges: Vec<Edge>,
+    first: Vec<u32>,
     pub accept: u32,
+}
+
+impl Nfa {
+    /// The NFA of states `0..n_states` with `edges` (`(from, edge)`, in any order; each
+    /// state's keep their order).
+    pub fn new(n_states: usize, edges: &[(u32, Edge)], accept: u32) -> Nfa {
+        let mut first = vec![0u32; n_states + 1];
+        for &(from, _) in edges {
+            first[from as usize + 1] += 1;
+        }
+        for s in 0..n_states {
+            first[s + 1] += first[s];
+        }
+        let mut fill = first.clone();
+        let mut sorted = vec![Edge::Eps(0); edges.len()];
+        for &(from, e) in edges {
+            sorted[fill[from as usize] as usize] = e;
+            fill[from as usize] += 1;
+        }
+        Nfa { edges: sorted, first, accept }
+    }
+
+    pub fn n_states(&self) -> usize {
+        self.first.len() - 1
+    }
+
+    pub fn edges(&self, s: u32) -> &[Edge] {
+        &self.edges[self.first[s as usize] as usize..self.first[s as usize + 1] as usize]
+    }
+
+    pub fn all_edges(&self) -> &[Edge] {
+        &self.edges
+    }
+}
+
+/// An NFA being built: its states so far and their edges, unsorted.
+#[derive(Default)]
+struct Parts {
+    n_states: u32,
+    edges: Vec<(u32, Edge)>,
 }
 
 /// Builds NFAs; shared state across rules for the global size limit.
@@ -38,7 +79,7 @@ pub(crate) struct NfaBuilder<'a> {
     rule_name: String,
     /// The regex terminal being built, for its errors.
     pattern: String,
-    nfa: Nfa,
+    nfa: Parts,
 }
 
 impl<'a> NfaBuilder<'a> {
@@ -60,19 +101,19 @@ impl<'a> NfaBuilder<'a> {
             total_states: 0,
             rule_name: String::new(),
             pattern: String::new(),
-            nfa: Nfa::default(),
+            nfa: Parts::default(),
         }
     }
 
     /// The NFA of `rule`'s body.
     pub fn build_rule(&mut self, rule: RuleId) -> Result<Nfa, CompileError> {
         self.rule_name = self.grammar.rule(rule).name.clone();
-        self.nfa = Nfa::default();
+        self.nfa = Parts::default();
         let start = self.new_state()?;
         let body = &self.grammar.rule(rule).body;
         let end = self.build(body, start, 0)?;
-        self.nfa.accept = end;
-        Ok(std::mem::take(&mut self.nfa))
+        let parts = std::mem::take(&mut self.nfa);
+        Ok(Nfa::new(parts.n_states as usize, &parts.edges, end))
     }
 
     fn limit(&self, limit: LimitKind, value: usize) -> CompileError {
@@ -84,12 +125,12 @@ impl<'a> NfaBuilder<'a> {
         if self.total_states > self.limits.max_nfa_states {
             return Err(self.limit(LimitKind::NfaStates, self.limits.max_nfa_states));
         }
-        self.nfa.edges.push(Vec::new());
-        Ok(self.nfa.edges.len() as u32 - 1)
+        self.nfa.n_states += 1;
+        Ok(self.nfa.n_states - 1)
     }
 
     fn edge(&mut self, from: u32, e: Edge) {
-        self.nfa.edges[from as usize].push(e);
+        self.nfa.edges.push((from, e));
     }
 
     /// Adds `expr` starting at `start`; returns its end state.
@@ -251,13 +292,12 @@ impl<'a> NfaBuilder<'a> {
         let built = self.new_state().and_then(|s| self.build_node(node, s, depth + 1));
         let sub = std::mem::replace(&mut self.nfa, saved);
         self.total_states = saved_total;
-        let accept = built?;
-        Ok(MiniDfa::new(&sub, accept))
+        Ok(MiniDfa::new(&Nfa::new(sub.n_states as usize, &sub.edges, built?)))
     }
 
     /// A copy of `d` entered from `start`; returns its end state.
     fn stamp(&mut self, d: &MiniDfa, start: u32) -> Result<u32, CompileError> {
-        let base = self.nfa.edges.len() as u32;
+        let base = self.nfa.n_states;
         for _ in 0..d.finals.len() {
             self.new_state()?;
         }
@@ -350,19 +390,29 @@ impl<'a> NfaBuilder<'a> {
         }
     }
 
-    /// One code point from `ranges`, as UTF-8 byte sequences.
+    /// One code point from `ranges`, as UTF-8 byte sequences. Sequences share their
+    /// common suffixes (`[E1-EC][80-BF][80-BF]` and `[EE-EF][80-BF][80-BF]` go through the
+    /// same two states), so the subset construction does not make equivalent copies.
     fn code_points(&mut self, ranges: &[(u32, u32)], start: u32) -> Result<u32, CompileError> {
         let end = self.new_state()?;
+        let mut suffixes: Vec<(u8, u8, u32, u32)> = Vec::new(); // (lo, hi, to) → state
         for &(lo, hi) in ranges {
             let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else { continue };
             for seq in Utf8Sequences::new(lo, hi) {
-                let ranges = seq.as_slice();
-                let mut cur = start;
-                for (i, r) in ranges.iter().enumerate() {
-                    let to = if i + 1 == ranges.len() { end } else { self.new_state()? };
-                    self.edge(cur, Edge::Bytes { lo: r.start, hi: r.end, to });
-                    cur = to;
+                let (first, rest) = seq.as_slice().split_first().expect("a UTF-8 sequence is not empty");
+                let mut to = end;
+                for r in rest.iter().rev() {
+                    to = match suffixes.iter().find(|s| (s.0, s.1, s.2) == (r.start, r.end, to)) {
+                        Some(s) => s.3,
+                        None => {
+                            let state = self.new_state()?;
+                            self.edge(state, Edge::Bytes { lo: r.start, hi: r.end, to });
+                            suffixes.push((r.start, r.end, to, state));
+                            state
+                        }
+                    };
                 }
+                self.edge(start, Edge::Bytes { lo: first.start, hi: first.end, to });
             }
         }
         Ok(end)
@@ -444,136 +494,12 @@ struct MiniDfa {
 }
 
 impl MiniDfa {
-    /// Subset construction over byte ranges, then minimized (partition refinement); `None` past
-    /// [`MINI_MAX_STATES`].
-    fn new(nfa: &Nfa, accept: u32) -> Option<MiniDfa> {
-        let closure = |set: &mut Vec<u32>, seen: &mut Vec<u32>, stamp: u32| {
-            super::eps_closure(nfa, set, seen, stamp);
-            set.dedup();
-        };
-        let mut seen = vec![0u32; nfa.edges.len()];
-        let mut stamp = 1u32;
-        let mut ids: rustc_hash::FxHashMap<Vec<u32>, u32> = Default::default();
-        let mut sets: Vec<Vec<u32>> = Vec::new();
-        let mut start = vec![0u32];
-        closure(&mut start, &mut seen, stamp);
-        ids.insert(start.clone(), 0);
-        sets.push(start);
-        let mut finals = Vec::new();
-        let mut edges: Vec<Vec<Edge>> = Vec::new();
-        let mut i = 0;
-        while i < sets.len() {
-            if sets.len() > MINI_MAX_STATES {
-                return None;
-            }
-            let mut bytes: Vec<(u8, u8, u32)> = Vec::new();
-            let mut calls: std::collections::BTreeMap<(bool, u32), Vec<u32>> = Default::default();
-            let mut is_final = false;
-            for &s in &sets[i] {
-                is_final |= s == accept;
-                for e in &nfa.edges[s as usize] {
-                    match *e {
-                        Edge::Eps(_) => {}
-                        Edge::Bytes { lo, hi, to } => bytes.push((lo, hi, to)),
-                        Edge::Call { rule, to } => calls.entry((false, rule)).or_default().push(to),
-                        Edge::Token { terminal, to } => calls.entry((true, terminal)).or_default().push(to),
-                    }
-                }
-            }
-            let mut target = |mut set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> u32 {
-                stamp += 1;
-                closure(&mut set, &mut seen, stamp);
-                let n = ids.len() as u32;
-                *ids.entry(set).or_insert_with_key(|k| {
-                    sets.push(k.clone());
-                    n
-                })
-            };
-            // Elementary byte intervals between the edges' boundaries.
-            let mut points: Vec<u16> = bytes.iter().flat_map(|&(lo, hi, _)| [lo as u16, hi as u16 + 1]).collect();
-            points.sort_unstable();
-            points.dedup();
-            let mut out: Vec<Edge> = Vec::new();
-            for w in points.windows(2) {
-                let (lo, hi) = (w[0], w[1] - 1);
-                let set: Vec<u32> =
-                    bytes.iter().filter(|&&(a, b, _)| a as u16 <= lo && hi <= b as u16).map(|&(_, _, t)| t).collect();
-                if set.is_empty() {
-                    continue;
-                }
-                let to = target(set, &mut sets);
-                match out.last_mut() {
-                    Some(Edge::Bytes { hi: h, to: t, .. }) if *t == to && *h as u16 + 1 == lo => *h = hi as u8,
-                    _ => out.push(Edge::Bytes { lo: lo as u8, hi: hi as u8, to }),
-                }
-            }
-            for ((is_token, label), set) in calls {
-                let to = target(set, &mut sets);
-                out.push(if is_token { Edge::Token { terminal: label, to } } else { Edge::Call { rule: label, to } });
-            }
-            finals.push(is_final);
-            edges.push(out);
-            i += 1;
-        }
-        let mut d = MiniDfa { finals, edges };
-        d.minimize();
-        Some(d)
-    }
-
-    /// Merges equivalent states ([`super::minimize::coarsest_partition`], bytes as labels).
-    fn minimize(&mut self) {
-        let n = self.finals.len();
-        let mut transitions = Vec::new();
-        for (s, edges) in self.edges.iter().enumerate() {
-            let tail = s as u32;
-            for e in edges {
-                match *e {
-                    Edge::Bytes { lo, hi, to } => {
-                        transitions.extend((lo..=hi).map(|b| Transition { tail, label: b as u64, head: to }))
-                    }
-                    Edge::Call { rule, to } => {
-                        transitions.push(Transition { tail, label: 256 + 2 * rule as u64, head: to })
-                    }
-                    Edge::Token { terminal, to } => {
-                        transitions.push(Transition { tail, label: 257 + 2 * terminal as u64, head: to })
-                    }
-                    Edge::Eps(_) => {}
-                }
-            }
-        }
-        let (class, count) = super::minimize::coarsest_partition(n, &self.finals, &transitions);
-        if count == n {
-            return;
-        }
-        // Classes are numbered by first occurrence: the start state's is 0.
-        let mut rep = vec![u32::MAX; count];
-        for s in 0..n {
-            if rep[class[s] as usize] == u32::MAX {
-                rep[class[s] as usize] = s as u32;
-            }
-        }
-        let mut finals = Vec::with_capacity(count);
-        let mut edges = Vec::with_capacity(count);
-        for &s in &rep {
-            finals.push(self.finals[s as usize]);
-            let mut out: Vec<Edge> = Vec::new();
-            for &e in &self.edges[s as usize] {
-                match e {
-                    Edge::Bytes { lo, hi, to } => {
-                        let to = class[to as usize];
-                        match out.last_mut() {
-                            Some(Edge::Bytes { hi: h, to: t, .. }) if *t == to && *h as u16 + 1 == lo as u16 => *h = hi,
-                            _ => out.push(Edge::Bytes { lo, hi, to }),
-                        }
-                    }
-                    Edge::Call { rule, to } => out.push(Edge::Call { rule, to: class[to as usize] }),
-                    Edge::Token { terminal, to } => out.push(Edge::Token { terminal, to: class[to as usize] }),
-                    Edge::Eps(_) => {}
-                }
-            }
-            edges.push(out);
-        }
-        self.finals = finals;
-        self.edges = edges;
+    /// The body's minimal automaton (the rules' subset construction and minimization),
+    /// as edges; `None` past [`MINI_MAX_STATES`].
+    fn new(nfa: &Nfa) -> Option<MiniDfa> {
+        let mut dfa = super::determinize(nfa, MINI_MAX_STATES, None).ok()?;
+        dfa.minimize();
+        let edges = (0..dfa.n_states() as u32).map(|s| dfa.edges(s)).collect();
+        Some(MiniDfa { finals: dfa.is_final, edges })
     }
 }
