@@ -177,6 +177,37 @@ impl Expr {
         Expr::repeat(e, 0, Some(1))
     }
 
+    /// The expression of a regex's syntax tree (`regex-syntax`, UTF-8 mode), or `None`
+    /// when it has an assertion (the IR has none). A regex built as a syntax tree need not
+    /// be printed and parsed again on its way to the engine.
+    ///
+    /// ```
+    /// use stencil_grammar::Expr;
+    /// let hir = regex_syntax::parse("a[0-9]*").unwrap();
+    /// let e = Expr::from_hir(&hir).unwrap();
+    /// assert_eq!(e, Expr::seq([Expr::literal("a"), Expr::star(Expr::class([('0', '9')]))]));
+    /// assert_eq!(Expr::from_hir(&regex_syntax::parse("^a").unwrap()), None);
+    /// ```
+    pub fn from_hir(h: &regex_syntax::hir::Hir) -> Option<Expr> {
+        use regex_syntax::hir::{Class, HirKind};
+        Some(match h.kind() {
+            HirKind::Empty => Expr::Empty,
+            HirKind::Look(_) => return None,
+            HirKind::Literal(l) => Expr::Literal(l.0.to_vec()),
+            HirKind::Class(Class::Unicode(c)) => {
+                Expr::Class(CharClass::new(c.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
+            }
+            // UTF-8 mode: byte classes match ASCII only, so they are code point classes.
+            HirKind::Class(Class::Bytes(c)) => Expr::Class(CharClass::new(
+                c.ranges().iter().filter(|r| r.start() < 0x80).map(|r| (r.start() as u32, r.end().min(0x7F) as u32)),
+            )),
+            HirKind::Capture(c) => Expr::from_hir(&c.sub)?,
+            HirKind::Concat(v) => Expr::Seq(v.iter().map(Expr::from_hir).collect::<Option<_>>()?),
+            HirKind::Alternation(v) => Expr::Alt(v.iter().map(Expr::from_hir).collect::<Option<_>>()?),
+            HirKind::Repetition(r) => Expr::Repeat { expr: Box::new(Expr::from_hir(&r.sub)?), min: r.min, max: r.max },
+        })
+    }
+
     /// Calls `f` on every rule this expression refers to.
     pub fn for_each_rule(&self, f: &mut impl FnMut(RuleId)) {
         match self {

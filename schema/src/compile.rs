@@ -1331,7 +1331,7 @@ impl<'o> Ctx<'o> {
         };
         let content = escape_if_needed(content, parts_was_empty_len(has_len));
         let big = s.max_len.is_some_and(|m| m > 1_000) || s.min_len > 1_000;
-        let string = seq(vec![lit("\""), Expr::Regex(content.to_string()), lit("\"")]);
+        let string = seq(vec![lit("\""), hir_expr(&content), lit("\"")]);
         if big {
             // A rule of its own (the engine splits its long repetition), quotes included:
             // called mid-string, the caller would wait at every byte for the closing quote.
@@ -1346,7 +1346,7 @@ impl<'o> Ctx<'o> {
         if let Some(id) = self.any_string {
             return Expr::Rule(id);
         }
-        let body = seq(vec![lit("\""), Expr::Regex(length_hir(0, None).to_string()), lit("\"")]);
+        let body = seq(vec![lit("\""), hir_expr(&length_hir(0, None)), lit("\"")]);
         let id = self.add_rule("string", body);
         self.any_string = Some(id);
         Expr::Rule(id)
@@ -2164,7 +2164,7 @@ impl<'o> Ctx<'o> {
                 c.insert((psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
                 let key = escape_hir(&hir).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e })?;
-                alts.push(seq(vec![lit("\""), Expr::Regex(key.to_string()), lit("\""), sep.clone(), v]));
+                alts.push(seq(vec![lit("\""), hir_expr(&key), lit("\""), sep.clone(), v]));
             }
             return Ok(alt(alts));
         }
@@ -2172,7 +2172,7 @@ impl<'o> Ctx<'o> {
         let key = match key_lang {
             Some(h) => {
                 let e = escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: String::new(), pattern: String::new(), reason: e })?;
-                Expr::Regex(e.to_string())
+                hir_expr(&e)
             }
             None => crate::not_in::string_not_in(declared),
         };
@@ -2528,6 +2528,12 @@ fn lcm(a: u128, b: u128) -> u128 {
     }
     let g = gcd(a, b);
     (a / g).checked_mul(b).unwrap_or(0)
+}
+
+/// A regex syntax tree built here, as IR (no printing and parsing on its way to the
+/// engine); one with an assertion stays a regex terminal, for the engine to refuse.
+pub(crate) fn hir_expr(h: &Hir) -> Expr {
+    Expr::from_hir(h).unwrap_or_else(|| Expr::Regex(h.to_string()))
 }
 
 fn regex_expr(r: String) -> Option<Expr> {

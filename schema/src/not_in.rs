@@ -1,7 +1,7 @@
 //! "Any string but these": the escaped contents of a JSON string that is none of a set
 //! of excluded strings (an object's declared keys, when other keys are allowed too).
 
-use crate::compile::{alt, lit, seq};
+use crate::compile::{alt, hir_expr, lit, seq};
 use crate::escape::{class_hir, escape_char, length_hir};
 use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange, Hir};
 use std::sync::LazyLock;
@@ -24,7 +24,7 @@ static NOT_PLAIN: LazyLock<Expr> = LazyLock::new(|| {
 });
 
 /// Any string contents.
-static ANY: LazyLock<Expr> = LazyLock::new(|| Expr::Regex(length_hir(0, None).to_string()));
+static ANY: LazyLock<Expr> = LazyLock::new(|| hir_expr(&length_hir(0, None)));
 
 /// String contents (escaped) of any string except `excluded`, over a trie of the excluded
 /// strings' characters: either a walk down the trie that stops at a node that is not an
@@ -125,6 +125,6 @@ fn json_char_class(class: &ClassUnicode) -> Expr {
     if needs_escape.ranges().is_empty() {
         Expr::Class(CharClass::new(class.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
     } else {
-        Expr::Regex(class_hir(class).to_string())
+        hir_expr(&class_hir(class))
     }
 }

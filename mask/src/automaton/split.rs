@@ -17,9 +17,9 @@
 //! alone, to fail as before. Long regex terminals are made shared rules too.
 
 use crate::limits::Limits;
-use regex_syntax::hir::{Class, Hir, HirKind};
+use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
-use stencil_grammar::{CharClass, Expr, Grammar, RuleId};
+use stencil_grammar::{Expr, Grammar, RuleId};
 
 /// Repetitions with at most this many expanded states (count × body weight) stay as they
 /// are. Splitting costs mask time: a token that crosses the end of a `Y` depends on its
@@ -141,25 +141,6 @@ fn hir_weight(h: &Hir) -> u64 {
     }
 }
 
-/// A regex's syntax tree as IR (no assertions: see [`regex_hir`]).
-fn hir_to_expr(h: &Hir) -> Expr {
-    match h.kind() {
-        HirKind::Empty | HirKind::Look(_) => Expr::Empty,
-        HirKind::Literal(l) => Expr::Literal(l.0.to_vec()),
-        HirKind::Class(Class::Unicode(c)) => {
-            Expr::Class(CharClass::new(c.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
-        }
-        // UTF-8 mode: byte classes match ASCII only, so they are code point classes.
-        HirKind::Class(Class::Bytes(c)) => Expr::Class(CharClass::new(
-            c.ranges().iter().filter(|r| r.start() < 0x80).map(|r| (r.start() as u32, r.end().min(0x7F) as u32)),
-        )),
-        HirKind::Capture(c) => hir_to_expr(&c.sub),
-        HirKind::Concat(v) => Expr::Seq(v.iter().map(hir_to_expr).collect()),
-        HirKind::Alternation(v) => Expr::Alt(v.iter().map(hir_to_expr).collect()),
-        HirKind::Repetition(r) => Expr::Repeat { expr: Box::new(hir_to_expr(&r.sub)), min: r.min, max: r.max },
-    }
-}
-
 struct Splitter<'a> {
     limits: &'a Limits,
     /// `(body, min, max)` → the rule of `body{min,max}`, shared by all repetitions.
@@ -174,7 +155,7 @@ impl Splitter<'_> {
             Expr::Seq(v) => Expr::Seq(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
             Expr::Alt(v) => Expr::Alt(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
             Expr::Regex(p) => match regex_needs(&p, self.limits).then(|| regex_hir(&p)).flatten() {
-                Some(h) => self.rewrite(hir_to_expr(&h), name, g),
+                Some(h) => self.rewrite(Expr::from_hir(&h).expect("no assertions"), name, g),
                 _ if p.len() > HOIST_REGEX_LEN => {
                     let key = (p, u32::MAX, u32::MAX);
                     if let Some(&id) = self.shared.get(&key) {
