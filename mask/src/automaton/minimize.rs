@@ -16,94 +16,122 @@ pub(crate) struct Transition {
     pub head: u32,
 }
 
-/// The coarsest stable partition of states `0..n`: `(class of each state, number of
-/// classes)`. Classes are numbered by first occurrence, so state 0's class is 0.
-///
-/// ```text
-/// states 0 -a-> 1, 2 -a-> 1, 1 final   ⇒   0 and 2 share a class
-/// ```
+/// [`Refiner::partition`] with fresh buffers.
+#[cfg(test)]
 pub(crate) fn coarsest_partition(n: usize, finals: &[bool], transitions: &[Transition]) -> (Vec<u32>, usize) {
-    let m = transitions.len();
-    let mut blocks = Partition::new(n);
-    for s in (0..n).filter(|&s| finals[s]) {
-        blocks.mark(s as u32);
-    }
-    blocks.split();
+    let mut refiner = Refiner::default();
+    let count = refiner.partition(n, finals, transitions).1;
+    (refiner.class, count)
+}
 
-    // Cords: transitions grouped by label to begin with.
-    let mut cords = Partition::new(m);
-    cords.elems.sort_unstable_by_key(|&t| transitions[t as usize].label);
-    for (i, &t) in cords.elems.iter().enumerate() {
-        cords.loc[t as usize] = i as u32;
-    }
-    for i in 1..m {
-        let (prev, cur) = (cords.elems[i - 1] as usize, cords.elems[i] as usize);
-        if transitions[prev].label != transitions[cur].label {
-            let last = cords.sets - 1;
-            cords.past[last] = i as u32;
-            cords.first.push(i as u32);
-            cords.past.push(m as u32);
-            cords.marked.push(0);
-            cords.sets += 1;
-        }
-        cords.set_of[cur] = cords.sets as u32 - 1;
-    }
+/// Partition refinement, with buffers kept from one automaton to the next.
+#[derive(Default)]
+pub(crate) struct Refiner {
+    blocks: Partition,
+    cords: Partition,
+    in_start: Vec<u32>,
+    fill: Vec<u32>,
+    incoming: Vec<u32>,
+    renumber: Vec<u32>,
+    class: Vec<u32>,
+}
 
-    // Incoming transitions per state (by head), in compressed rows.
-    let mut in_start = vec![0u32; n + 1];
-    for t in transitions {
-        in_start[t.head as usize + 1] += 1;
-    }
-    for s in 0..n {
-        in_start[s + 1] += in_start[s];
-    }
-    let mut fill = in_start.clone();
-    let mut incoming = vec![0u32; m];
-    for (i, t) in transitions.iter().enumerate() {
-        incoming[fill[t.head as usize] as usize] = i as u32;
-        fill[t.head as usize] += 1;
-    }
-
-    // Split blocks by the tails of each cord, and cords by the heads of each new block.
-    // Every block but the first splits cords: what it would split off is the rest.
-    let mut b = 1;
-    let mut c = 0;
-    while c < cords.sets {
-        for i in cords.first[c]..cords.past[c] {
-            blocks.mark(transitions[cords.elems[i as usize] as usize].tail);
+impl Refiner {
+    /// The coarsest stable partition of states `0..n`: `(class of each state, number of
+    /// classes)`. Classes are numbered by first occurrence, so state 0's class is 0.
+    /// Transitions sorted by label are the cheapest to take.
+    ///
+    /// ```text
+    /// states 0 -a-> 1, 2 -a-> 1, 1 final   ⇒   0 and 2 share a class
+    /// ```
+    pub fn partition(&mut self, n: usize, finals: &[bool], transitions: &[Transition]) -> (&[u32], usize) {
+        let m = transitions.len();
+        let Refiner { blocks, cords, in_start, fill, incoming, renumber, class } = self;
+        blocks.reset(n);
+        for s in (0..n).filter(|&s| finals[s]) {
+            blocks.mark(s as u32);
         }
         blocks.split();
-        while b < blocks.sets {
-            for i in blocks.first[b]..blocks.past[b] {
-                let s = blocks.elems[i as usize] as usize;
-                for &t in &incoming[in_start[s] as usize..in_start[s + 1] as usize] {
-                    cords.mark(t);
-                }
-            }
-            cords.split();
-            b += 1;
-        }
-        c += 1;
-    }
 
-    // Number classes by first occurrence.
-    let mut renumber = vec![u32::MAX; blocks.sets];
-    let mut count = 0u32;
-    let class = (0..n)
-        .map(|s| {
+        // Cords: transitions grouped by label to begin with.
+        cords.reset(m);
+        cords.elems.sort_unstable_by_key(|&t| transitions[t as usize].label);
+        for (i, &t) in cords.elems.iter().enumerate() {
+            cords.loc[t as usize] = i as u32;
+        }
+        for i in 1..m {
+            let (prev, cur) = (cords.elems[i - 1] as usize, cords.elems[i] as usize);
+            if transitions[prev].label != transitions[cur].label {
+                let last = cords.sets - 1;
+                cords.past[last] = i as u32;
+                cords.first.push(i as u32);
+                cords.past.push(m as u32);
+                cords.marked.push(0);
+                cords.sets += 1;
+            }
+            cords.set_of[cur] = cords.sets as u32 - 1;
+        }
+
+        // Incoming transitions per state (by head), in compressed rows.
+        in_start.clear();
+        in_start.resize(n + 1, 0);
+        for t in transitions {
+            in_start[t.head as usize + 1] += 1;
+        }
+        for s in 0..n {
+            in_start[s + 1] += in_start[s];
+        }
+        fill.clear();
+        fill.extend_from_slice(in_start);
+        incoming.clear();
+        incoming.resize(m, 0);
+        for (i, t) in transitions.iter().enumerate() {
+            incoming[fill[t.head as usize] as usize] = i as u32;
+            fill[t.head as usize] += 1;
+        }
+
+        // Split blocks by the tails of each cord, and cords by the heads of each new block.
+        // Every block but the first splits cords: what it would split off is the rest.
+        let mut b = 1;
+        let mut c = 0;
+        while c < cords.sets {
+            for i in cords.first[c]..cords.past[c] {
+                blocks.mark(transitions[cords.elems[i as usize] as usize].tail);
+            }
+            blocks.split();
+            while b < blocks.sets {
+                for i in blocks.first[b]..blocks.past[b] {
+                    let s = blocks.elems[i as usize] as usize;
+                    for &t in &incoming[in_start[s] as usize..in_start[s + 1] as usize] {
+                        cords.mark(t);
+                    }
+                }
+                cords.split();
+                b += 1;
+            }
+            c += 1;
+        }
+
+        // Number classes by first occurrence.
+        renumber.clear();
+        renumber.resize(blocks.sets, u32::MAX);
+        let mut count = 0u32;
+        class.clear();
+        class.extend((0..n).map(|s| {
             let r = &mut renumber[blocks.set_of[s] as usize];
             if *r == u32::MAX {
                 *r = count;
                 count += 1;
             }
             *r
-        })
-        .collect();
-    (class, count as usize)
+        }));
+        (class, count as usize)
+    }
 }
 
 /// A partition of `0..n` into sets that are contiguous ranges of `elems`, refined by
 /// marking elements and splitting every touched set into its marked and unmarked parts.
+#[derive(Default)]
 struct Partition {
     sets: usize,
     elems: Vec<u32>,
@@ -118,18 +146,22 @@ struct Partition {
 }
 
 impl Partition {
-    fn new(n: usize) -> Self {
-        let sets = usize::from(n > 0);
-        Partition {
-            sets,
-            elems: (0..n as u32).collect(),
-            loc: (0..n as u32).collect(),
-            set_of: vec![0; n],
-            first: vec![0; sets],
-            past: vec![n as u32; sets],
-            marked: vec![0; sets],
-            touched: Vec::new(),
-        }
+    /// One set holding `0..n` (none when `n` is 0).
+    fn reset(&mut self, n: usize) {
+        self.sets = usize::from(n > 0);
+        self.elems.clear();
+        self.elems.extend(0..n as u32);
+        self.loc.clear();
+        self.loc.extend(0..n as u32);
+        self.set_of.clear();
+        self.set_of.resize(n, 0);
+        self.first.clear();
+        self.first.resize(self.sets, 0);
+        self.past.clear();
+        self.past.resize(self.sets, n as u32);
+        self.marked.clear();
+        self.marked.resize(self.sets, 0);
+        self.touched.clear();
     }
 
     /// Marks `e` (at most once between splits).

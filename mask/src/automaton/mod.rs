@@ -244,6 +244,7 @@ impl Automaton {
         let deadline = started + limits.max_compile_time;
         // Each rule's automaton on its own, then all of them in one table of known size.
         let mut dfas: Vec<(u32, RuleDfa)> = Vec::new();
+        let (mut scratch, mut min_scratch) = (SubsetScratch::default(), MinimizeScratch::default());
         let mut n_states = 0;
         for (r, nfa) in nfas.iter().enumerate() {
             let Some(nfa) = nfa else { continue };
@@ -257,7 +258,7 @@ impl Automaton {
             // Room left under both size limits; the first to bind names the error.
             let by_count = limits.max_automaton_states.saturating_sub(n_states);
             let by_memory = (limits.max_automaton_bytes / (a.n_classes * 4)).saturating_sub(n_states);
-            let mut dfa = determinize(nfa, by_count.min(by_memory), Some(deadline)).map_err(|stop| {
+            let mut dfa = determinize(nfa, by_count.min(by_memory), Some(deadline), &mut scratch).map_err(|stop| {
                 let (limit, value) = match stop {
                     Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
                     _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
@@ -266,7 +267,7 @@ impl Automaton {
                 CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
             })?;
             let before = dfa.n_states();
-            dfa.minimize();
+            dfa.minimize(&mut min_scratch);
             if trace && before > 2000 {
                 eprintln!("    rule {} nfa {} dfa {before} min {}", a.rule_names[r], nfa.n_states(), dfa.n_states());
             }
@@ -592,12 +593,13 @@ impl RuleDfa {
     }
 
     /// Merges equivalent states (partition refinement, see
-    /// [`minimize::coarsest_partition`]), keeping the start state first. Fewer states means
+    /// [`minimize::Refiner`]), keeping the start state first. Fewer states means
     /// fewer mask-cache entries.
-    fn minimize(&mut self) {
+    fn minimize(&mut self, scratch: &mut MinimizeScratch) {
         let (n, nc) = (self.n_states(), self.n_classes);
+        let MinimizeScratch { transitions, refiner } = scratch;
         // By label (partition refinement sorts them so: this way it finds them sorted).
-        let mut transitions = Vec::new();
+        transitions.clear();
         for c in 0..nc {
             for s in 0..n {
                 let head = self.trans[s * nc + c];
@@ -617,7 +619,7 @@ impl RuleDfa {
             }
         }
         transitions[by_class..].sort_unstable_by_key(|t| t.label);
-        let (class, n_classes) = minimize::coarsest_partition(n, &self.is_final, &transitions);
+        let (class, n_classes) = refiner.partition(n, &self.is_final, transitions);
         if n_classes == n {
             return;
         }
@@ -718,7 +720,35 @@ enum Unfinished {
 
 /// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its own
 /// byte classes; gives up past `max_states` states or the `deadline`.
-fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant>) -> Result<RuleDfa, Unfinished> {
+/// Buffers minimization keeps from one rule to the next.
+#[derive(Default)]
+struct MinimizeScratch {
+    transitions: Vec<Transition>,
+    refiner: minimize::Refiner,
+}
+
+/// Buffers the subset construction keeps from one rule to the next (a grammar has many
+/// small rules: allocating them afresh each time was a good part of the compile).
+#[derive(Default)]
+struct SubsetScratch {
+    seen: Vec<u32>,
+    matters: Vec<bool>,
+    closed: StateSets,
+    direct: StateSets,
+    direct_state: Vec<u32>,
+    set: Vec<u32>,
+    moves: Vec<(u8, u32)>,
+    labelled: Vec<(bool, u32, u32)>,
+}
+
+/// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its own
+/// byte classes; gives up past `max_states` states or the `deadline`.
+fn determinize(
+    nfa: &Nfa,
+    max_states: usize,
+    deadline: Option<std::time::Instant>,
+    scratch: &mut SubsetScratch,
+) -> Result<RuleDfa, Unfinished> {
     let (class, n_classes) = byte_classes([nfa]);
     let mut dfa = RuleDfa {
         class,
@@ -728,30 +758,32 @@ fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant
         calls: Vec::new(),
         token_edges: Vec::new(),
     };
-    let mut seen = vec![0u32; nfa.n_states()];
+    let SubsetScratch { seen, matters, closed, direct, direct_state, set, moves, labelled } = scratch;
+    seen.clear();
+    seen.resize(nfa.n_states(), 0);
     let mut stamp = 1u32;
     // A closed set is known by the states in it that matter for what comes next: those
     // with an edge that is not ε, and the final state. The ends of an alternation's
     // branches (ε into the join) would otherwise make one state per branch taken.
-    let matters: Vec<bool> = (0..nfa.n_states() as u32)
-        .map(|s| s == nfa.accept || nfa.edges(s).iter().any(|e| !matches!(e, Edge::Eps(_))))
-        .collect();
+    matters.clear();
+    matters.extend(
+        (0..nfa.n_states() as u32).map(|s| s == nfa.accept || nfa.edges(s).iter().any(|e| !matches!(e, Edge::Eps(_)))),
+    );
     let close = |set: &mut Vec<u32>, seen: &mut [u32], stamp: u32| {
         eps_closure(nfa, set, seen, stamp);
         set.retain(|&s| matters[s as usize]);
     };
-    // ε-closed sets: their ids are the DFA's states.
-    let mut closed = StateSets::default();
-    // Sets as transitions reach them, before their ε-closure (the costly part): most
-    // byte classes of a state share their targets.
-    let mut direct = StateSets::default();
-    let mut direct_state: Vec<u32> = Vec::new();
-    let mut set = vec![0u32];
-    close(&mut set, &mut seen, stamp);
-    closed.intern(&set);
+    // ε-closed sets: their ids are the DFA's states. `direct`: sets as transitions reach
+    // them, before their ε-closure (the costly part): most byte classes of a state share
+    // their targets.
+    closed.clear();
+    direct.clear();
+    direct_state.clear();
     set.clear();
-    let mut moves: Vec<(u8, u32)> = Vec::new(); // (class, NFA state) of a state's byte edges
-    let mut labelled: Vec<(bool, u32, u32)> = Vec::new(); // (is token, rule or terminal, to)
+    set.push(0);
+    close(set, seen, stamp);
+    closed.intern(set);
+    set.clear();
     let mut i = 0;
     while i < closed.len() as u32 {
         if closed.len() > max_states {
@@ -785,7 +817,7 @@ fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant
             let (d, new) = direct.intern(set);
             if new {
                 stamp += 1;
-                close(set, &mut seen, stamp);
+                close(set, seen, stamp);
                 direct_state.push(closed.intern(set).0);
             }
             set.clear();
@@ -800,7 +832,7 @@ fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant
             let same = group.len() == previous.len() && group.iter().zip(previous).all(|(x, y)| x.1 == y.1);
             if !same {
                 set.extend(group.iter().map(|m| m.1));
-                (previous, previous_target) = (group, target(&mut set, &mut closed));
+                (previous, previous_target) = (group, target(set, closed));
             }
             dfa.trans[row + group[0].0 as usize] = previous_target;
         }
@@ -809,7 +841,7 @@ fn determinize(nfa: &Nfa, max_states: usize, deadline: Option<std::time::Instant
         for group in labelled.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
             let (is_token, label, _) = group[0];
             set.extend(group.iter().map(|g| g.2));
-            let to = target(&mut set, &mut closed);
+            let to = target(set, closed);
             if is_token {
                 toks.push((label, to))
             } else {

@@ -22,6 +22,14 @@ pub(crate) struct StateSets {
 }
 
 impl StateSets {
+    /// Forgets every set, keeping the memory.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+        self.by_hash.clear();
+        self.same_hash.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.ends.len()
     }
