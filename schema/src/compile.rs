@@ -2530,10 +2530,28 @@ fn lcm(a: u128, b: u128) -> u128 {
     (a / g).checked_mul(b).unwrap_or(0)
 }
 
-/// A regex syntax tree built here, as IR (no printing and parsing on its way to the
-/// engine); one with an assertion stays a regex terminal, for the engine to refuse.
+/// A regex syntax tree built here, as IR when small (no printing and parsing on its way
+/// to the engine). A big one stays a regex terminal: the IR is cloned, hashed and walked
+/// wherever the expression goes, a pattern's text is one string (and parsed once per
+/// compile). One with an assertion too, for the engine to refuse.
 pub(crate) fn hir_expr(h: &Hir) -> Expr {
-    Expr::from_hir(h).unwrap_or_else(|| Expr::Regex(h.to_string()))
+    /// Syntax tree nodes up to which a regex becomes IR.
+    const MAX_NODES: usize = 48;
+    fn nodes(h: &Hir, budget: &mut usize) {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        match h.kind() {
+            HirKind::Capture(c) => nodes(&c.sub, budget),
+            HirKind::Repetition(r) => nodes(&r.sub, budget),
+            HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().for_each(|x| nodes(x, budget)),
+            _ => {}
+        }
+    }
+    let mut budget = MAX_NODES + 1;
+    nodes(h, &mut budget);
+    (budget > 0).then(|| Expr::from_hir(h)).flatten().unwrap_or_else(|| Expr::Regex(h.to_string()))
 }
 
 fn regex_expr(r: String) -> Option<Expr> {
