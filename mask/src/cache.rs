@@ -13,7 +13,7 @@ use crate::automaton::{Automaton, DEAD};
 use crate::bitmask::{self, TokenSet};
 use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
 use crate::limits::LimitKind;
-use crate::trie::TokenTrie;
+use crate::trie::{TextTokens, TokenTrie};
 
 /// What the cache knows about one state.
 #[derive(Debug)]
@@ -55,7 +55,7 @@ enum Step {
 /// Computes the [`StateMasks`] of `state` by walking `trie`.
 pub(crate) fn compute(
     a: &Automaton,
-    trie: &TokenTrie,
+    text: &TextTokens,
     vocab: &crate::vocab::Vocabulary,
     state: u32,
     scratch: &mut Scratch,
@@ -66,7 +66,13 @@ pub(crate) fn compute(
         return Err(scratch.overflow_kind());
     }
     let follow = &a.follow[a.state_rule[state as usize] as usize];
-    let mut accepted = bitmask::new_mask(vocab.mask_width());
+    // Where the state's run takes every plain token whole, they are set at once and the
+    // walk visits only the other tokens.
+    let (trie, mut accepted) = if a.runs_over_plain_text(state, text.plain_max_len) {
+        (&text.rest, text.plain.clone())
+    } else {
+        (&text.all, bitmask::new_mask(vocab.mask_width()))
+    };
     // (token, escape depth)
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let depths = trie.max_depth + 1;

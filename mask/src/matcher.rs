@@ -6,7 +6,7 @@ use crate::cache::{self, StateMasks};
 use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
 use crate::error::{CompileError, MatchError};
 use crate::limits::{LimitKind, Limits};
-use crate::trie::TokenTrie;
+use crate::trie::{TextTokens, TokenTrie};
 use crate::vocab::Vocabulary;
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
@@ -39,7 +39,7 @@ use stencil_grammar::Grammar;
 pub struct CompiledGrammar {
     automaton: Automaton,
     vocab: Arc<Vocabulary>,
-    trie: Arc<TokenTrie>,
+    text: Arc<TextTokens>,
     cache: Vec<OnceLock<Result<StateMasks, LimitKind>>>,
     limits: Limits,
 }
@@ -68,9 +68,9 @@ impl CompiledGrammar {
 
     pub fn with_limits(grammar: &Grammar, vocab: Arc<Vocabulary>, limits: Limits) -> Result<Arc<Self>, CompileError> {
         let automaton = Automaton::compile(grammar, &vocab, &limits)?;
-        let trie = vocab.text_trie();
+        let text = vocab.text_tokens();
         let cache = (0..automaton.n_states()).map(|_| OnceLock::new()).collect();
-        Ok(Arc::new(CompiledGrammar { automaton, vocab, trie, cache, limits }))
+        Ok(Arc::new(CompiledGrammar { automaton, vocab, text, cache, limits }))
     }
 
     pub fn vocab(&self) -> &Arc<Vocabulary> {
@@ -94,7 +94,7 @@ impl CompiledGrammar {
     fn state_masks(&self, state: u32, scratch: &mut Scratch) -> Result<&StateMasks, MatchError> {
         let cell = &self.cache[state as usize];
         if cell.get().is_none() {
-            match cache::compute(&self.automaton, &self.trie, &self.vocab, state, scratch) {
+            match cache::compute(&self.automaton, &self.text, &self.vocab, state, scratch) {
                 // The step's work budget ran out (partly spent before this entry): not a
                 // property of the state, so not cached.
                 Err(LimitKind::StepWork) => return Err(MatchError::LimitExceeded { limit: LimitKind::StepWork }),
@@ -455,7 +455,7 @@ impl Matcher {
     pub fn forced_tokens(&mut self, limit: usize) -> Vec<u32> {
         let bytes = self.forced_bytes(limit);
         let g = self.grammar.clone();
-        let trie = &g.trie;
+        let trie = &g.text.all;
         let mut tokens: Vec<(usize, u32)> = Vec::new(); // (start offset, token)
         let mut pos = 0;
         while pos < bytes.len() {

@@ -148,6 +148,64 @@ impl TokenTrie {
     }
 }
 
+/// The vocabulary's text tokens, indexed for the mask walk: all of them in one trie, and
+/// split by whether they are *plain text*: printable ASCII but `"` and `\`, and non-ASCII
+/// UTF-8 from a character boundary (the last character may be cut short). Inside a JSON
+/// string, or any state whose run takes all of that, every plain token is allowed whole:
+/// the walk then sets them at once and visits only the rest (llguidance's "slicer").
+#[derive(Debug)]
+pub(crate) struct TextTokens {
+    pub all: TokenTrie,
+    /// The plain tokens, as a mask.
+    pub plain: Vec<u32>,
+    /// The longest plain token's length.
+    pub plain_max_len: u32,
+    /// The other text tokens.
+    pub rest: TokenTrie,
+}
+
+/// The ASCII bytes of plain text, as a set.
+pub(crate) const PLAIN_ASCII: u128 = {
+    let mut set = 0u128;
+    let mut b = b' ';
+    while b <= b'~' {
+        if b != b'"' && b != b'\\' {
+            set |= 1 << b;
+        }
+        b += 1;
+    }
+    set
+};
+
+impl TextTokens {
+    /// Indexes `(bytes, id)` of the text tokens; `mask_width` is the masks' width.
+    pub fn new(tokens: &[(&[u8], u32)], mask_width: usize) -> Self {
+        let mut plain = crate::bitmask::new_mask(mask_width);
+        let mut plain_max_len = 0;
+        let mut rest = Vec::new();
+        for &(bytes, id) in tokens {
+            if is_plain_text(bytes) {
+                crate::bitmask::set(&mut plain, id);
+                plain_max_len = plain_max_len.max(bytes.len() as u32);
+            } else {
+                rest.push((bytes, id));
+            }
+        }
+        TextTokens { all: TokenTrie::build(tokens.iter().copied()), plain, plain_max_len, rest: TokenTrie::build(rest) }
+    }
+}
+
+/// See [`TextTokens`].
+fn is_plain_text(bytes: &[u8]) -> bool {
+    // Well-formed, or cut short inside its last character.
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"),
+        Err(_) => return false,
+    };
+    valid.bytes().all(|b| b >= 0x80 || PLAIN_ASCII >> b & 1 == 1)
+}
+
 /// The children of node `m` (each child's subtree ends where the next child starts).
 fn children(nodes: &[Node], m: usize) -> impl Iterator<Item = usize> + '_ {
     let end = nodes[m].subtree_end as usize;
@@ -230,5 +288,28 @@ mod tests {
         assert!(!bad.nodes[bad.find(&[0x80]).unwrap()].utf8);
         assert!(bad.nodes[bad.find(&[0x41]).unwrap()].utf8);
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
+    }
+
+    #[test]
+    fn plain_text_tokens() {
+        let e = "é".as_bytes();
+        let tokens: [(&[u8], u32); 9] = [
+            (b"abc", 0),
+            (b"a\"", 1),
+            (b"\\n", 2),
+            (e, 3),
+            (&e[..1], 4),  // cut short inside its character: plain
+            (&e[1..], 5),  // starts inside one: not
+            (b"\n", 6),    // a control character
+            (b"x\x7f", 7), // DEL is not printable
+            (b" ~!", 8),
+        ];
+        let text = TextTokens::new(&tokens, 10);
+        let plain: Vec<u32> = (0..9).filter(|&t| crate::bitmask::get(&text.plain, t)).collect();
+        assert_eq!(plain, [0, 3, 4, 8]);
+        assert_eq!(text.plain_max_len, 3);
+        let mut rest: Vec<u32> = text.rest.subtree_tokens(0).map(|(_, t)| t).collect();
+        rest.sort();
+        assert_eq!(rest, [1, 2, 5, 6, 7]);
     }
 }

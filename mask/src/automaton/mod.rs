@@ -146,6 +146,14 @@ impl Automaton {
         })
     }
 
+    /// Whether every plain-text token (see [`crate::trie::TextTokens`]) of at most `len`
+    /// bytes keeps the item `(state, unknown caller)` alive and alone: the state's run
+    /// takes all plain ASCII bytes, and non-ASCII characters too, for `len` bytes.
+    pub fn runs_over_plain_text(&self, state: u32, len: u32) -> bool {
+        let s = state as usize;
+        crate::trie::PLAIN_ASCII & !self.run_bytes[s] == 0 && self.run_len[s] >= len && self.utf8_run[s] >= len
+    }
+
     pub fn has_byte_edges(&self, state: u32) -> bool {
         self.first_bytes[state as usize].iter().any(|&w| w != 0)
     }
@@ -166,13 +174,10 @@ impl Automaton {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
         check_references(grammar)?;
+        // Splitting only adds rules, whose references are its own (and checked when built).
         let split = split::split_long_repetitions(grammar, limits);
         let grammar = split.as_ref().unwrap_or(grammar);
         let n_rules = grammar.rules.len();
-        if grammar.root.0 as usize >= n_rules {
-            return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
-        }
-        check_references(grammar)?;
         let regexes = Regexes::default();
         let inline = choose_inlined(grammar, &regexes);
         let representative = representatives(grammar, &inline);

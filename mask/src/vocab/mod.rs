@@ -58,8 +58,8 @@ pub struct Vocabulary {
     kinds: Vec<TokenKind>,
     eos: Vec<u32>,
     mask_width: usize,
-    /// Trie of the text tokens, built on first use and shared by every grammar.
-    trie: std::sync::OnceLock<std::sync::Arc<crate::trie::TokenTrie>>,
+    /// Index of the text tokens, built on first use and shared by every grammar.
+    text: std::sync::OnceLock<std::sync::Arc<crate::trie::TextTokens>>,
 }
 
 /// Equal when every token's bytes and kind, the EOS ids and the mask width are.
@@ -80,15 +80,18 @@ impl Vocabulary {
     /// [`crate::CompiledGrammar`] that uses this vocabulary), so that grammar compile
     /// times do not include it.
     pub fn prepare(&self) {
-        self.text_trie();
+        self.text_tokens();
     }
 
-    /// The trie of text tokens (built once, on first use).
-    pub(crate) fn text_trie(&self) -> std::sync::Arc<crate::trie::TokenTrie> {
-        self.trie
+    /// The index of text tokens (built once, on first use).
+    pub(crate) fn text_tokens(&self) -> std::sync::Arc<crate::trie::TextTokens> {
+        self.text
             .get_or_init(|| {
-                let text = (0..self.len() as u32).filter(|&id| self.is_text(id));
-                std::sync::Arc::new(crate::trie::TokenTrie::build(text.map(|id| (self.token_bytes(id), id))))
+                let text: Vec<(&[u8], u32)> = (0..self.len() as u32)
+                    .filter(|&id| self.is_text(id))
+                    .map(|id| (self.token_bytes(id), id))
+                    .collect();
+                std::sync::Arc::new(crate::trie::TextTokens::new(&text, self.mask_width))
             })
             .clone()
     }
@@ -117,7 +120,7 @@ impl Vocabulary {
         eos.sort_unstable();
         eos.dedup();
         let mask_width = kinds.len();
-        Ok(Vocabulary { bytes, offsets, kinds, eos, mask_width, trie: Default::default() })
+        Ok(Vocabulary { bytes, offsets, kinds, eos, mask_width, text: Default::default() })
     }
 
     /// Widens the masks to the model's logits count (padding slots are never allowed).
