@@ -66,15 +66,57 @@ pub(crate) fn compute(
         return Err(scratch.overflow_kind());
     }
     let follow = &a.follow[a.state_rule[state as usize] as usize];
-    // Where the state's run takes every plain token whole, they are set at once and the
-    // walk visits only the other tokens.
-    let (trie, mut accepted) = if a.runs_over_plain_text(state, text.plain_max_len) {
-        (&text.rest, text.plain.clone())
-    } else {
-        (&text.all, bitmask::new_mask(vocab.mask_width()))
-    };
     // (token, escape depth)
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
+    // Where every plain token with certain first bytes is allowed whole (see
+    // `Automaton::plain_text_after`), those are set at once, and the root's children are
+    // split: under the others the walk visits every token, under those only the rest.
+    let mut accepted;
+    match a.plain_text_after(state, text.plain_max_len) {
+        Some((ascii, non_ascii)) => {
+            accepted = text.plain.clone();
+            // Plain tokens start with a plain ASCII byte or a non-ASCII one.
+            let mut walk_all = [false; 256];
+            for b in 0..=255u8 {
+                walk_all[b as usize] = match b {
+                    0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
+                    _ => !non_ascii,
+                };
+            }
+            for b in (0..=255u8).filter(|&b| walk_all[b as usize]) {
+                text.plain_by_first_byte(b).for_each(|t| bitmask::clear(&mut accepted, t));
+            }
+            let walk_rest = walk_all.map(|w| !w);
+            walk(a, &text.rest, &walk_rest, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+            walk(a, &text.all, &walk_all, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+        }
+        None => {
+            accepted = bitmask::new_mask(vocab.mask_width());
+            walk(a, &text.all, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+        }
+    }
+    // Tokens alive further down may also be uncertain through an escape above them: they
+    // are accepted already, which is enough.
+    let uncertain = (!uncertain.is_empty())
+        .then(|| TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t))));
+    Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
+}
+
+/// Walks the subtrees of `trie`'s root children whose byte `roots` marks, from the
+/// chart's first set, into `accepted` and `uncertain`.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    a: &Automaton,
+    trie: &TokenTrie,
+    roots: &[bool; 256],
+    chart: &mut Chart,
+    vocab: &crate::vocab::Vocabulary,
+    follow: &[u64; 4],
+    accepted: &mut [u32],
+    uncertain: &mut Vec<(u32, u32)>,
+    scratch: &mut Scratch,
+) -> Result<(), LimitKind> {
+    chart.truncate(1);
     let depths = trie.max_depth + 1;
     let mut path = Path {
         single: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
@@ -83,16 +125,20 @@ pub(crate) fn compute(
         escapes_to: vec![0u32; depths],
         charted: 1,
     };
-    path.record(a, &chart, 0);
+    path.record(a, chart, 0);
     let mut i = 1;
     while i < trie.nodes.len() {
         let node = trie.nodes[i];
         let depth = node.depth as usize;
+        if depth == 1 && !roots[node.byte as usize] {
+            i = node.subtree_end as usize;
+            continue;
+        }
         let parent = path.single[depth - 1];
         path.charted = path.charted.min(depth);
         let step = if parent.state != DEAD {
             if whole_subtree_alive(a, trie, i, parent) {
-                trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
+                trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(accepted, t));
                 i = node.subtree_end as usize;
                 continue;
             }
@@ -129,12 +175,12 @@ pub(crate) fn compute(
                 }
                 path.charted = depth + 1;
                 path.escape[depth] = info.escaped;
-                path.record(a, &chart, depth)
+                path.record(a, chart, depth)
             }
         };
         path.escapes_to[depth] = path.escapes_to[depth - 1] + path.escape[depth] as u32;
         if alive {
-            trie.tokens(i).iter().for_each(|&t| bitmask::set(&mut accepted, t));
+            trie.tokens(i).iter().for_each(|&t| bitmask::set(accepted, t));
             i += 1;
             continue;
         }
@@ -143,7 +189,7 @@ pub(crate) fn compute(
             let on_path: Vec<u32> = (1..=depth).filter(|&j| path.escape[j]).map(|j| j as u32).collect();
             for (m, token) in trie.subtree_tokens(i) {
                 if m == i && path.escape[depth] {
-                    bitmask::set(&mut accepted, token);
+                    bitmask::set(accepted, token);
                     continue;
                 }
                 // A suffix whose first byte no caller can ever take is never allowed.
@@ -153,11 +199,7 @@ pub(crate) fn compute(
         }
         i = node.subtree_end as usize;
     }
-    // Tokens alive further down may also be uncertain through an escape above them: they
-    // are accepted already, which is enough.
-    let uncertain = (!uncertain.is_empty())
-        .then(|| TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t))));
-    Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
+    Ok(())
 }
 
 impl Path {

@@ -158,6 +158,8 @@ pub(crate) struct TextTokens {
     pub all: TokenTrie,
     /// The plain tokens, as a mask.
     pub plain: Vec<u32>,
+    /// The plain tokens by first byte.
+    plain_by_first: Vec<Vec<u32>>,
     /// The longest plain token's length.
     pub plain_max_len: u32,
     /// The other text tokens.
@@ -181,17 +183,32 @@ impl TextTokens {
     /// Indexes `(bytes, id)` of the text tokens; `mask_width` is the masks' width.
     pub fn new(tokens: &[(&[u8], u32)], mask_width: usize) -> Self {
         let mut plain = crate::bitmask::new_mask(mask_width);
+        let mut plain_by_first = vec![Vec::new(); 256];
         let mut plain_max_len = 0;
         let mut rest = Vec::new();
         for &(bytes, id) in tokens {
             if is_plain_text(bytes) {
                 crate::bitmask::set(&mut plain, id);
+                if let Some(&b) = bytes.first() {
+                    plain_by_first[b as usize].push(id);
+                }
                 plain_max_len = plain_max_len.max(bytes.len() as u32);
             } else {
                 rest.push((bytes, id));
             }
         }
-        TextTokens { all: TokenTrie::build(tokens.iter().copied()), plain, plain_max_len, rest: TokenTrie::build(rest) }
+        TextTokens {
+            all: TokenTrie::build(tokens.iter().copied()),
+            plain,
+            plain_by_first,
+            plain_max_len,
+            rest: TokenTrie::build(rest),
+        }
+    }
+
+    /// The plain tokens whose first byte is `b`.
+    pub fn plain_by_first_byte(&self, b: u8) -> impl Iterator<Item = u32> + '_ {
+        self.plain_by_first[b as usize].iter().copied()
     }
 }
 

@@ -263,6 +263,34 @@ fn counted_string_ends_exactly() {
     }
 }
 
+/// A state whose first byte picks the way: plain tokens are allowed at once only after
+/// the first bytes (and characters) that lead into free text, as a key that is none of
+/// some names does after its first letter.
+#[test]
+fn plain_text_after_some_first_characters() {
+    let words = [
+        "<eos>", "\"", "a", "ab", "ab\"", "x", "xa", "x中", "xy", "é", "éa", "é\"", "中", "中a", "a中", "aé中b", "\\n",
+        "a\\n",
+    ];
+    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let grammars = [
+        r#"root ::= "\"" ([a-b] | [\u0080-\u00FF]) [^"\\]* "\"""#,
+        r#"root ::= "\"" ("x" [a-c]* | [^"\\x] [^"\\]*) "\"""#,
+        r#"root ::= "\"" ([a-x] [^"\\]* | "\\n" [a-c]*) "\"""#,
+    ];
+    for src in grammars {
+        let g = stencil_grammar::parse_gbnf(src).unwrap();
+        let r = Recognizer::new(&g).unwrap();
+        for prefix in ["\"", "\"x", "\"a"] {
+            let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+            if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
+                continue;
+            }
+            assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{src} after {prefix}");
+        }
+    }
+}
+
 /// Greedy longest-match tokenization (enough for the small vocabularies here).
 fn tokenize(vocab: &Vocabulary, text: &str) -> Vec<u32> {
     let mut out = Vec::new();

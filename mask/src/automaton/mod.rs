@@ -17,10 +17,15 @@ use crate::vocab::Vocabulary;
 use minimize::Transition;
 use nfa::{Edge, Nfa, NfaBuilder, Regexes};
 use sets::StateSets;
+use crate::earley::NO_ORIGIN;
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
 /// "No transition".
 pub(crate) const DEAD: u32 = u32::MAX;
+
+/// The UTF-8 byte ranges of every non-ASCII character.
+static NON_ASCII_UTF8: std::sync::LazyLock<Vec<regex_syntax::utf8::Utf8Sequence>> =
+    std::sync::LazyLock::new(|| regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect());
 
 /// Expressions at most this big (see `expr_size`) are inlined into their callers when
 /// not recursive.
@@ -152,6 +157,33 @@ impl Automaton {
     pub fn runs_over_plain_text(&self, state: u32, len: u32) -> bool {
         let s = state as usize;
         crate::trie::PLAIN_ASCII & !self.run_bytes[s] == 0 && self.run_len[s] >= len && self.utf8_run[s] >= len
+    }
+
+    /// The first bytes after which every plain-text token of at most `len` bytes keeps
+    /// the item `(state, unknown caller)` alive and alone: the plain ASCII bytes that
+    /// move it, alone, into a state whose run takes plain text, and whether every
+    /// non-ASCII character does too (an object key that is not one of some names: all
+    /// but the names' first letters). `None` when none does.
+    pub fn plain_text_after(&self, state: u32, len: u32) -> Option<(u128, bool)> {
+        if self.runs_over_plain_text(state, len) {
+            return Some((crate::trie::PLAIN_ASCII, true));
+        }
+        let rest = len.saturating_sub(1);
+        let runs_from = |t: u32| t != DEAD && self.steps_alone(t, NO_ORIGIN) && self.runs_over_plain_text(t, rest);
+        let mut ascii = 0u128;
+        for b in (0..0x80u8).filter(|&b| crate::trie::PLAIN_ASCII >> b & 1 == 1) {
+            if runs_from(self.next(state, b)) {
+                ascii |= 1 << b;
+            }
+        }
+        if ascii == 0 {
+            return None;
+        }
+        // Where the smallest non-ASCII character leads: all of them must lead there.
+        let after = self.next(state, 0xC2);
+        let to = if after == DEAD { DEAD } else { self.next(after, 0x80) };
+        let non_ascii = runs_from(to) && self.utf8_leads_to(state, to, &NON_ASCII_UTF8);
+        Some((ascii, non_ascii))
     }
 
     pub fn has_byte_edges(&self, state: u32) -> bool {
@@ -325,9 +357,8 @@ impl Automaton {
             .unzip();
         a.run_len = compute_runs(&a, &succ, |_| true, |t| a.calls[t].is_empty());
         a.run_len_simple = compute_runs(&a, &succ, |_| true, |t| !a.is_final[t] && a.calls[t].is_empty());
-        let seqs: Vec<_> = regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect();
         let utf8_like_a: Vec<bool> =
-            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s], &seqs)).collect();
+            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s], &NON_ASCII_UTF8)).collect();
         a.utf8_run = compute_runs(&a, &succ, |s| utf8_like_a[s], |t| a.calls[t].is_empty());
         phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
