@@ -11,13 +11,13 @@ mod nfa;
 mod sets;
 mod split;
 
+use crate::earley::NO_ORIGIN;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use crate::vocab::Vocabulary;
 use minimize::Transition;
 use nfa::{Edge, Nfa, NfaBuilder, Regexes};
 use sets::StateSets;
-use crate::earley::NO_ORIGIN;
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
 /// "No transition".
