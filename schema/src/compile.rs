@@ -210,6 +210,16 @@ impl std::ops::Deref for SubSchema {
     }
 }
 
+/// One member of an object's conjunction, as the object's grammar sees it.
+struct MemberObj {
+    sid: Sid,
+    props: std::collections::HashSet<String>,
+    patterns: Vec<(String, Sid)>,
+    additional: Option<Sid>,
+    unevaluated: Option<Sid>,
+    property_names: Option<Sid>,
+}
+
 pub(crate) fn lit(s: &str) -> Expr {
     Expr::literal(s)
 }
@@ -1691,14 +1701,6 @@ impl<'o> Ctx<'o> {
     // --------------------------------------------------------------------------- objects
 
     fn object_expr(&mut self, node: &Node, depth: usize) -> Result<Option<Expr>, SchemaError> {
-        struct MemberObj {
-            sid: Sid,
-            props: std::collections::HashSet<String>,
-            patterns: Vec<(String, Sid)>,
-            additional: Option<Sid>,
-            unevaluated: Option<Sid>,
-            property_names: Option<Sid>,
-        }
         let mut members: Vec<MemberObj> = Vec::new();
         let mut order: Vec<String> = Vec::new();
         // `order`'s names, for membership tests (a linear scan is quadratic in a schema of
@@ -1866,7 +1868,7 @@ impl<'o> Ctx<'o> {
         }
         let absent_groups: Vec<(Vec<String>, String, String)> = absent_groups.into_iter().filter(|(g, _, _)| g.len() > 1).collect();
         // Extra properties.
-        let extras = self.extra_properties(&members.iter().map(|m| (m.sid, m.patterns.clone(), m.additional, m.unevaluated, m.property_names)).collect::<Vec<_>>(), &order, cd)?;
+        let extras = self.extra_properties(&members, &order, cd)?;
         // The chain.
         let names: Vec<String> = declared.iter().map(|(n, _)| n.clone()).collect();
         let any_order = self.any_order(node, declared.len(), extras.is_some(), min_props, max_props)?;
@@ -2077,15 +2079,16 @@ impl<'o> Ctx<'o> {
     /// The grammar of one extra `key: value` member, if extras are allowed.
     fn extra_properties(
         &mut self,
-        members: &[(Sid, Vec<(String, Sid)>, Option<Sid>, Option<Sid>, Option<Sid>)],
+        members: &[MemberObj],
         declared: &[String],
         cd: usize,
     ) -> Result<Option<Expr>, SchemaError> {
         let mut value_conj = Conj::new();
-        let mut pattern_member: Option<(Sid, Vec<(String, Sid)>, bool)> = None;
+        // The member with patternProperties: its patterns, and whether it forbids the rest.
+        let mut pattern_member: Option<(&MemberObj, bool)> = None;
         let mut key_lang: Option<Hir> = None;
         // No extras at all: nothing to say about the keywords below.
-        for (_, patterns, additional, unevaluated, property_names) in members {
+        for MemberObj { patterns, additional, unevaluated, property_names, .. } in members {
             let add = additional.or(*unevaluated);
             if patterns.is_empty() && add.is_some_and(|a| *self.schema(a) == Value::Bool(false)) {
                 return Ok(None);
@@ -2094,7 +2097,8 @@ impl<'o> Ctx<'o> {
                 return Ok(None);
             }
         }
-        for (sid, patterns, additional, unevaluated, property_names) in members {
+        for member in members {
+            let MemberObj { sid, patterns, additional, unevaluated, property_names, .. } = member;
             let add = additional.or(*unevaluated);
             if !patterns.is_empty() {
                 if pattern_member.is_some() {
@@ -2104,7 +2108,7 @@ impl<'o> Ctx<'o> {
                     return Ok(None);
                 }
                 let add_false = add.is_some_and(|a| *self.schema(a) == Value::Bool(false));
-                pattern_member = Some((*sid, patterns.clone(), add_false));
+                pattern_member = Some((member, add_false));
             } else if let Some(a) = add {
                 if *self.schema(a) == Value::Bool(false) {
                     return Ok(None);
@@ -2132,7 +2136,8 @@ impl<'o> Ctx<'o> {
             }
         }
         let sep = self.key_sep();
-        if let Some((sid, patterns, add_false)) = pattern_member {
+        if let Some((MemberObj { sid, patterns, .. }, add_false)) = pattern_member {
+            let sid = *sid;
             // Keys from each pattern (minus the declared names), value = its schema and the
             // others' additionalProperties. Keys matching no pattern are left out: said
             // unless additionalProperties is false or a pattern matches every name.
@@ -2143,7 +2148,7 @@ impl<'o> Ctx<'o> {
             }
             if !add_false {
                 let mut universal = false;
-                for (p, _) in &patterns {
+                for (p, _) in patterns {
                     let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
                     universal |= crate::hirset::surely_universal(&hir);
                 }
@@ -2158,10 +2163,10 @@ impl<'o> Ctx<'o> {
             }
             let mut alts = Vec::new();
             for (p, psid) in patterns {
-                let hir = full_match_hir(&p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
+                let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
                 let Some(hir) = self.minus_declared(hir, declared, sid, "patternProperties")? else { continue };
                 let mut c = value_conj.clone();
-                c.insert((psid, false));
+                c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
                 let key = escape_hir(&hir).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e })?;
                 alts.push(seq(vec![lit("\""), hir_expr(&key), lit("\""), sep.clone(), v]));
