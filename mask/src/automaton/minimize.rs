@@ -30,7 +30,6 @@ pub(crate) struct Refiner {
     blocks: Partition,
     cords: Partition,
     in_start: Vec<u32>,
-    fill: Vec<u32>,
     incoming: Vec<u32>,
     renumber: Vec<u32>,
     class: Vec<u32>,
@@ -46,7 +45,7 @@ impl Refiner {
     /// ```
     pub fn partition(&mut self, n: usize, finals: &[bool], transitions: &[Transition]) -> (&[u32], usize) {
         let m = transitions.len();
-        let Refiner { blocks, cords, in_start, fill, incoming, renumber, class } = self;
+        let Refiner { blocks, cords, in_start, incoming, renumber, class } = self;
         blocks.reset(n);
         for s in (0..n).filter(|&s| finals[s]) {
             blocks.mark(s as u32);
@@ -73,22 +72,12 @@ impl Refiner {
         }
 
         // Incoming transitions per state (by head), in compressed rows.
-        in_start.clear();
-        in_start.resize(n + 1, 0);
-        for t in transitions {
-            in_start[t.head as usize + 1] += 1;
-        }
-        for s in 0..n {
-            in_start[s + 1] += in_start[s];
-        }
-        fill.clear();
-        fill.extend_from_slice(in_start);
-        incoming.clear();
-        incoming.resize(m, 0);
-        for (i, t) in transitions.iter().enumerate() {
-            incoming[fill[t.head as usize] as usize] = i as u32;
-            fill[t.head as usize] += 1;
-        }
+        super::group_into_rows(
+            n,
+            || transitions.iter().enumerate().map(|(i, t)| (t.head, i as u32)),
+            in_start,
+            incoming,
+        );
 
         // Split blocks by the tails of each cord, and cords by the heads of each new block.
         // Every block but the first splits cords: what it would split off is the rest.

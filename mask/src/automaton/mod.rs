@@ -673,9 +673,7 @@ impl RuleDfa {
         self.calls = order.iter().map(|&s| map_edges(&self.calls[s])).collect();
         self.token_edges = order.iter().map(|&s| map_edges(&self.token_edges[s])).collect();
     }
-}
 
-impl RuleDfa {
     /// State `s`'s transitions as NFA edges (byte classes are byte intervals; neighbours
     /// with one target merged).
     fn edges(&self, s: u32) -> Vec<Edge> {
@@ -727,6 +725,37 @@ impl Automaton {
     }
 }
 
+/// Groups `(row, item)` pairs into compressed rows over rows `0..n`: row `r`'s items
+/// become `items[first[r]..first[r + 1]]`, in the pairs' order (a counting sort; `pairs`
+/// is walked twice, to count and to place). The buffers' old contents are dropped.
+fn group_into_rows<T: Copy, I: Iterator<Item = (u32, T)>>(
+    n: usize,
+    pairs: impl Fn() -> I,
+    first: &mut Vec<u32>,
+    items: &mut Vec<T>,
+) {
+    // Counted one slot further on, so that placing an item advances its row's start to
+    // the next row's.
+    first.clear();
+    first.resize(n + 2, 0);
+    for (r, _) in pairs() {
+        first[r as usize + 2] += 1;
+    }
+    for r in 2..n + 2 {
+        first[r] += first[r - 1];
+    }
+    items.clear();
+    if let Some((_, any)) = pairs().next() {
+        items.resize(first[n + 1] as usize, any);
+    }
+    for (r, x) in pairs() {
+        let slot = &mut first[r as usize + 1];
+        items[*slot as usize] = x;
+        *slot += 1;
+    }
+    first.pop();
+}
+
 /// The byte classes of NFAs' edges: bytes no edge tells apart share a class.
 fn byte_classes<'n>(nfas: impl IntoIterator<Item = &'n Nfa>) -> ([u8; 256], usize) {
     let mut boundary = [false; 257];
@@ -754,8 +783,6 @@ enum Unfinished {
     OutOfTime,
 }
 
-/// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its own
-/// byte classes; gives up past `max_states` states or the `deadline`.
 /// Buffers minimization keeps from one rule to the next.
 #[derive(Default)]
 struct MinimizeScratch {
@@ -984,23 +1011,12 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
         a.calls[s].retain(|(r, _)| productive[*r as usize]);
     }
     // Predecessors in compressed rows, then a search backwards from the final states.
-    let mut pred_start = vec![0u32; n + 1];
-    let edges = || {
+    let (mut pred_start, mut preds) = (Vec::new(), Vec::new());
+    let reversed_edges = || {
         (0..n as u32)
-            .flat_map(|s| successors.of_state(s).chain(a.calls[s as usize].iter().map(|c| c.1)).map(move |t| (s, t)))
+            .flat_map(|s| successors.of_state(s).chain(a.calls[s as usize].iter().map(|c| c.1)).map(move |t| (t, s)))
     };
-    for (_, t) in edges() {
-        pred_start[t as usize + 1] += 1;
-    }
-    for s in 0..n {
-        pred_start[s + 1] += pred_start[s];
-    }
-    let mut fill = pred_start.clone();
-    let mut preds = vec![0u32; pred_start[n] as usize];
-    for (s, t) in edges() {
-        preds[fill[t as usize] as usize] = s;
-        fill[t as usize] += 1;
-    }
+    group_into_rows(n, reversed_edges, &mut pred_start, &mut preds);
     let mut live = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| a.is_final[s as usize]).collect();
     while let Some(s) = stack.pop() {

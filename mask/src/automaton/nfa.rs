@@ -28,19 +28,8 @@ impl Nfa {
     /// The NFA of states `0..n_states` with `edges` (`(from, edge)`, in any order; each
     /// state's keep their order).
     pub fn new(n_states: usize, edges: &[(u32, Edge)], accept: u32) -> Nfa {
-        let mut first = vec![0u32; n_states + 1];
-        for &(from, _) in edges {
-            first[from as usize + 1] += 1;
-        }
-        for s in 0..n_states {
-            first[s + 1] += first[s];
-        }
-        let mut fill = first.clone();
-        let mut sorted = vec![Edge::Eps(0); edges.len()];
-        for &(from, e) in edges {
-            sorted[fill[from as usize] as usize] = e;
-            fill[from as usize] += 1;
-        }
+        let (mut first, mut sorted) = (Vec::new(), Vec::new());
+        super::group_into_rows(n_states, || edges.iter().copied(), &mut first, &mut sorted);
         Nfa { edges: sorted, first, accept }
     }
 
