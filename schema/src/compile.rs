@@ -138,6 +138,14 @@ pub(crate) struct Ctx<'o> {
     style: Style,
     start: Instant,
     validators: HashMap<Sid, Option<jsonschema::Validator>>,
+    /// The documents, prepared once for `validators` (`None` until first needed; `Err` when
+    /// the `jsonschema` crate cannot read them).
+    validator_docs: Option<Result<crate::validate::PreparedDocs, String>>,
+    /// Patterns translated once per compile (one recurs at every object sharing it, and
+    /// each declared name is tested against each `patternProperties` pattern), with their
+    /// matchers.
+    patterns: HashMap<String, Result<Hir, String>>,
+    matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
     any_string: Option<RuleId>,
     /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
     depth: usize,
@@ -159,6 +167,9 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         style: Style { ws: None, item_sep: String::new(), key_sep: String::new(), indent: None },
         start: Instant::now(),
         validators: HashMap::default(),
+        validator_docs: None,
+        patterns: HashMap::default(),
+        matchers: HashMap::default(),
         any_string: None,
         depth: 0,
     };
@@ -206,7 +217,7 @@ static TRUE: Value = Value::Bool(true);
 impl std::ops::Deref for SubSchema {
     type Target = Value;
     fn deref(&self) -> &Value {
-        self.doc.pointer(&self.pointer).unwrap_or(&TRUE)
+        crate::resolve::lookup(&self.doc, &self.pointer).unwrap_or(&TRUE)
     }
 }
 
@@ -348,6 +359,30 @@ impl<'o> Ctx<'o> {
 
     fn ptr(&self, sid: Sid) -> String {
         self.res.display(&self.locs[sid as usize])
+    }
+
+    /// The full-match language of the ECMA-262 `pattern`; an error names it at the
+    /// pointer `at` gives (asked only then).
+    fn pattern_hir(&mut self, pattern: &str, at: impl FnOnce(&Self) -> String) -> Result<Hir, SchemaError> {
+        if !self.patterns.contains_key(pattern) {
+            self.patterns.insert(pattern.to_string(), full_match_hir(pattern).map_err(|e| e.0));
+        }
+        match &self.patterns[pattern] {
+            Ok(h) => Ok(h.clone()),
+            Err(reason) => {
+                let reason = reason.clone();
+                Err(SchemaError::BadPattern { pointer: at(self), pattern: pattern.to_string(), reason })
+            }
+        }
+    }
+
+    /// Whether `pattern` matches `name` (see [`Ctx::pattern_hir`] for `at`).
+    fn pattern_matches(&mut self, pattern: &str, name: &str, at: impl FnOnce(&Self) -> String) -> Result<bool, SchemaError> {
+        if !self.matchers.contains_key(pattern) {
+            let hir = self.pattern_hir(pattern, at)?;
+            self.matchers.insert(pattern.to_string(), hir_matcher(&hir));
+        }
+        Ok(self.matchers[pattern].as_ref().is_none_or(|re| re.is_match(name)))
     }
 
     /// The schema at `sid` (`true` where nothing is), without copying it: a handle on its
@@ -1057,14 +1092,15 @@ impl<'o> Ctx<'o> {
     fn validator(&mut self, sid: Sid) -> Option<&jsonschema::Validator> {
         if !self.validators.contains_key(&sid) {
             let loc = self.locs[sid as usize].clone();
-            let mut reg = self.opts.registry.clone();
-            for (i, d) in self.res.docs.iter().enumerate() {
-                reg.insert(&self.res.doc_uris[i], Value::clone(d));
-            }
             let uri = format!("{}#{}", self.res.doc_uris[loc.0], loc.1);
             let draft = self.draft(sid);
             let wrapper = serde_json::json!({"$schema": draft_uri(draft), "$ref": uri});
-            let val = crate::validate::build_validator(&wrapper, &reg).ok();
+            let (res, registry) = (&self.res, &self.opts.registry);
+            let docs = self.validator_docs.get_or_insert_with(|| {
+                let docs = res.doc_uris.iter().cloned().zip(res.docs.iter().cloned());
+                crate::validate::PreparedDocs::new(docs, registry)
+            });
+            let val = docs.as_ref().ok().and_then(|d| d.validator(&wrapper).ok());
             self.validators.insert(sid, val);
         }
         self.validators.get(&sid).and_then(|v| v.as_ref())
@@ -1297,7 +1333,7 @@ impl<'o> Ctx<'o> {
         // Character-level languages to intersect.
         let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
         for (p, pp) in &s.patterns {
-            let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: pp.clone(), pattern: p.clone(), reason: e.0 })?;
+            let hir = self.pattern_hir(p, |_| pp.clone())?;
             parts.push((hir, "pattern".into(), pp.clone()));
         }
         for (f, fp) in &s.formats {
@@ -1833,8 +1869,7 @@ impl<'o> Ctx<'o> {
                     matched = true;
                 }
                 for (p, psid) in &mo.patterns {
-                    let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(mo.sid), pattern: p.clone(), reason: e.0 })?;
-                    if hir_matches(&hir, name) {
+                    if self.pattern_matches(p, name, |c| c.ptr(mo.sid))? {
                         c.insert((*psid, false));
                         matched = true;
                     }
@@ -2086,7 +2121,7 @@ impl<'o> Ctx<'o> {
         let mut value_conj = Conj::new();
         // The member with patternProperties: its patterns, and whether it forbids the rest.
         let mut pattern_member: Option<(&MemberObj, bool)> = None;
-        let mut key_lang: Option<Hir> = None;
+        let mut key_lang: Option<Expr> = None;
         // No extras at all: nothing to say about the keywords below.
         for MemberObj { patterns, additional, unevaluated, property_names, .. } in members {
             let add = additional.or(*unevaluated);
@@ -2124,8 +2159,8 @@ impl<'o> Ctx<'o> {
                             return Ok(None);
                         }
                         // The extra names must avoid the declared ones.
-                        let Some(h) = self.minus_declared(h, declared, *pn, "propertyNames")? else { return Ok(None) };
-                        key_lang = Some(h);
+                        let Some(key) = self.key_minus_declared(h, declared, *pn, "propertyNames")? else { return Ok(None) };
+                        key_lang = Some(key);
                     }
                     None => {
                         let p = self.ptr(*pn);
@@ -2149,7 +2184,7 @@ impl<'o> Ctx<'o> {
             if !add_false {
                 let mut universal = false;
                 for (p, _) in patterns {
-                    let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
+                    let hir = self.pattern_hir(p, |c| c.ptr(sid))?;
                     universal |= crate::hirset::surely_universal(&hir);
                 }
                 if !universal {
@@ -2163,46 +2198,47 @@ impl<'o> Ctx<'o> {
             }
             let mut alts = Vec::new();
             for (p, psid) in patterns {
-                let hir = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e.0 })?;
-                let Some(hir) = self.minus_declared(hir, declared, sid, "patternProperties")? else { continue };
+                let hir = self.pattern_hir(p, |c| c.ptr(sid))?;
+                let Some(key) = self.key_minus_declared(hir, declared, sid, "patternProperties")? else { continue };
                 let mut c = value_conj.clone();
                 c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
-                let key = escape_hir(&hir).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.clone(), reason: e })?;
-                alts.push(seq(vec![lit("\""), hir_expr(&key), lit("\""), sep.clone(), v]));
+                alts.push(seq(vec![lit("\""), key, lit("\""), sep.clone(), v]));
             }
             return Ok(alt(alts));
         }
         let Some(v) = self.value_rule(&value_conj, cd, None)? else { return Ok(None) };
-        let key = match key_lang {
-            Some(h) => {
-                let e = escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: String::new(), pattern: String::new(), reason: e })?;
-                hir_expr(&e)
-            }
-            None => crate::not_in::string_not_in(declared),
-        };
+        let key = key_lang.unwrap_or_else(|| crate::not_in::string_not_in(declared));
         let kv = seq(vec![lit("\""), key, lit("\""), sep, v]);
         Ok(Some(Expr::Rule(self.add_rule("extra-property", kv))))
     }
 
-    /// A key language without the declared names (extra properties never repeat one);
-    /// `None` when nothing is left, or (with a warning) when the difference is too large.
-    fn minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Hir>, SchemaError> {
+    /// The escaped spelling of a key language without the declared names (extra
+    /// properties never repeat one); `None` when nothing is left, or (with a warning) when
+    /// the difference is too large. Any key at all is "any string but these", built as
+    /// such: the derivatives of `.*` by each declared key grow with every character.
+    fn key_minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
+        if crate::hirset::surely_universal(&h) {
+            return Ok(Some(crate::not_in::string_not_in(declared)));
+        }
         let re = hir_matcher(&h);
         let hit: Vec<String> =
             declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect();
-        if hit.is_empty() {
-            return Ok(Some(h));
-        }
-        match crate::hirset::minus_words(&h, &hit, 20_000) {
-            Some(m) if m.properties().minimum_len().is_none() => Ok(None),
-            Some(m) => Ok(Some(m)),
-            None => {
-                let p = self.ptr(sid);
-                self.unenforced(keyword, &p, "extra names that a pattern shares with declared properties are not generated")?;
-                Ok(None)
+        let rest = if hit.is_empty() {
+            h
+        } else {
+            match crate::hirset::minus_words(&h, &hit, 20_000) {
+                Some(m) if m.properties().minimum_len().is_none() => return Ok(None),
+                Some(m) => m,
+                None => {
+                    let p = self.ptr(sid);
+                    self.unenforced(keyword, &p, "extra names that a pattern shares with declared properties are not generated")?;
+                    return Ok(None);
+                }
             }
-        }
+        };
+        let escaped = escape_hir(&rest).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: String::new(), reason: e })?;
+        Ok(Some(hir_expr(&escaped)))
     }
 
     /// The key language of a `propertyNames` schema of simple string form: `true`, or
@@ -2239,7 +2275,7 @@ impl<'o> Ctx<'o> {
                         "type" if v == "string" => {}
                         "pattern" => {
                             let p = v.as_str().unwrap_or("");
-                            let h = full_match_hir(p).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: p.into(), reason: e.0 })?;
+                            let h = self.pattern_hir(p, |c| c.ptr(sid))?;
                             pat = Some(h);
                         }
                         "maxLength" => max = v.as_u64(),
@@ -2588,10 +2624,6 @@ fn hir_matcher(h: &Hir) -> Option<regex_automata::meta::Regex> {
     ]);
     let config = regex_automata::meta::Regex::config().dfa(false);
     regex_automata::meta::Regex::builder().configure(config).build_from_hir(&anchored).ok()
-}
-
-fn hir_matches(h: &Hir, s: &str) -> bool {
-    hir_matcher(h).is_none_or(|re| re.is_match(s))
 }
 
 fn length_hir_chars(min: u32, max: Option<u32>) -> Hir {

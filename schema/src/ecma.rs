@@ -422,6 +422,11 @@ fn merge(pieces: Vec<Piece>) -> Vec<Piece> {
 /// of the alternative they sit in: `^a|b$`, `^(a|b)$`, `^$|^\d+$`, `(^a|b)c` (`^` leading
 /// its alternative of a leading group); anywhere else they are refused.
 fn pieces(h: &Hir) -> Result<Vec<Piece>, PatternError> {
+    if h.properties().look_set().is_empty() {
+        // No anchor inside: one piece, taken whole (rebuilding it would copy it once per
+        // element of every concatenation in it).
+        return Ok(vec![(false, h.clone(), false)]);
+    }
     Ok(match h.kind() {
         HirKind::Look(Look::Start) => vec![(true, Hir::empty(), false)],
         HirKind::Look(Look::End) => vec![(false, Hir::empty(), true)],

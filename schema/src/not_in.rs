@@ -44,14 +44,17 @@ pub(crate) fn string_not_in(excluded: &[String]) -> Expr {
     // once after "any prefix of the trie" rather than at every node (a key's trie node
     // with its own copy of every non-ASCII character makes a big automaton). When the
     // excluded strings are plain ASCII, that is every non-ASCII or escaped character.
-    let leaving = if words.iter().flatten().all(|&c| is_plain(c)) {
-        let by_plain = leave(&words, 0, &PLAIN);
-        let by_shared = seq(vec![prefix(&words, 0), NOT_PLAIN.clone()]);
-        alt(by_plain.into_iter().chain([by_shared]).collect())
-    } else {
-        leave(&words, 0, &ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]))
+    let all_plain = words.iter().flatten().all(|&c| is_plain(c));
+    let any_char = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
+    let root = walks(&words, 0, if all_plain { &PLAIN } else { &any_char }, all_plain);
+    let leaving = match root.prefix {
+        Some(prefix) => {
+            let by_shared = seq(vec![prefix, NOT_PLAIN.clone()]);
+            alt(root.leave.into_iter().chain([by_shared]).collect())
+        }
+        None => root.leave,
     };
-    let alts = [stop(&words, 0), leaving.map(|l| seq(vec![l, ANY.clone()]))];
+    let alts = [root.stop, leaving.map(|l| seq(vec![l, ANY.clone()]))];
     alt(alts.into_iter().flatten().collect()).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
 }
 
@@ -62,39 +65,40 @@ fn is_plain(c: char) -> bool {
 /// A trie node's children: each next character's escaped spelling and the words below
 /// it. `words` (sorted) share their first `depth` characters, so each child's words are
 /// a contiguous run.
-fn children(words: &[Vec<char>], depth: usize) -> Vec<(String, &[Vec<char>])> {
+fn children(words: &[Vec<char>], depth: usize) -> impl Iterator<Item = (String, &[Vec<char>])> {
     let longer = &words[words.iter().take_while(|w| w.len() == depth).count()..];
-    longer
-        .chunk_by(|a, b| a[depth] == b[depth])
-        .map(|run| {
-            let mut spelled = String::new();
-            escape_char(run[0][depth], &mut spelled);
-            (spelled, run)
-        })
-        .collect()
+    longer.chunk_by(move |a, b| a[depth] == b[depth]).map(move |run| {
+        let mut spelled = String::new();
+        escape_char(run[0][depth], &mut spelled);
+        (spelled, run)
+    })
 }
 
-/// Walks down the trie that end at a node that is not an excluded string.
-fn stop(words: &[Vec<char>], depth: usize) -> Option<Expr> {
-    let mut alts = Vec::new();
+/// The walks down the trie from a node (escaped), in one pass over it.
+struct Walks {
+    /// Those that end at a node that is not an excluded string.
+    stop: Option<Expr>,
+    /// Those that leave the trie by a character among `chars` that no excluded string
+    /// has there.
+    leave: Option<Expr>,
+    /// Those that stop anywhere (when asked for).
+    prefix: Option<Expr>,
+}
+
+fn walks(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, with_prefix: bool) -> Walks {
+    let mut stop = Vec::new();
     if !words.iter().any(|w| w.len() == depth) {
-        alts.push(Expr::Empty);
+        stop.push(Expr::Empty);
     }
+    let (mut leave, mut prefix) = (Vec::new(), vec![Expr::Empty]);
     for (c, sub) in children(words, depth) {
-        if let Some(rest) = stop(sub, depth + 1) {
-            alts.push(seq(vec![lit(&c), rest]));
-        }
-    }
-    alt(alts)
-}
-
-/// Walks down the trie that leave it by a character among `chars` that no excluded
-/// string has there.
-fn leave(words: &[Vec<char>], depth: usize, chars: &ClassUnicode) -> Option<Expr> {
-    let mut alts = Vec::new();
-    for (c, sub) in children(words, depth) {
-        if let Some(rest) = leave(sub, depth + 1, chars) {
-            alts.push(seq(vec![lit(&c), rest]));
+        let below = walks(sub, depth + 1, chars, with_prefix);
+        let step = lit(&c);
+        let parts = [(below.stop, &mut stop), (below.leave, &mut leave), (below.prefix, &mut prefix)];
+        for (rest, out) in parts {
+            if let Some(rest) = rest {
+                out.push(seq(vec![step.clone(), rest]));
+            }
         }
     }
     let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
@@ -103,18 +107,9 @@ fn leave(words: &[Vec<char>], depth: usize, chars: &ClassUnicode) -> Option<Expr
     let mut other = chars.clone();
     other.intersect(&taken);
     if !other.ranges().is_empty() {
-        alts.push(json_char_class(&other));
+        leave.push(json_char_class(&other));
     }
-    alt(alts)
-}
-
-/// Walks down the trie that stop anywhere.
-fn prefix(words: &[Vec<char>], depth: usize) -> Expr {
-    let mut alts = vec![Expr::Empty];
-    for (c, sub) in children(words, depth) {
-        alts.push(seq(vec![lit(&c), prefix(sub, depth + 1)]));
-    }
-    alt(alts).expect("not empty")
+    Walks { stop: alt(stop), leave: alt(leave), prefix: with_prefix.then(|| alt(prefix).expect("not empty")) }
 }
 
 /// One character of `class` as spelled inside a JSON string: a plain class when none

@@ -55,7 +55,35 @@ const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
 pub(crate) fn escape_pointer_token(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
+    if t.contains(['~', '/']) {
+        t.replace('~', "~0").replace('/', "~1")
+    } else {
+        t.to_string()
+    }
+}
+
+/// The value at JSON pointer `pointer` in `doc` (as `Value::pointer`, which allocates
+/// two strings per token: subschemas are looked up all the time).
+pub(crate) fn lookup<'a>(doc: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.is_empty() {
+        return Some(doc);
+    }
+    let mut v = doc;
+    for token in pointer.strip_prefix('/')?.split('/') {
+        let token: std::borrow::Cow<str> =
+            if token.contains('~') { token.replace("~1", "/").replace("~0", "~").into() } else { token.into() };
+        v = match v {
+            Value::Object(m) => m.get(token.as_ref())?,
+            Value::Array(a) => {
+                if token.len() > 1 && token.starts_with('0') || token.starts_with('+') {
+                    return None;
+                }
+                a.get(token.parse::<usize>().ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    Some(v)
 }
 
 fn percent_decode(s: &str) -> String {
@@ -140,18 +168,22 @@ impl Resources {
         }
         self.info.insert((doc, ptr.clone()), (base.clone(), draft));
         for (k, sub) in m {
+            let (single, array, map) = (SINGLE.contains(&k.as_str()), ARRAYS.contains(&k.as_str()), MAPS.contains(&k.as_str()));
+            if !(single || array || map) {
+                continue;
+            }
             let kp = format!("{ptr}/{}", escape_pointer_token(k));
-            if SINGLE.contains(&k.as_str()) && (sub.is_object() || sub.is_boolean()) {
+            if single && (sub.is_object() || sub.is_boolean()) {
                 self.index(doc, kp.clone(), sub, base.clone(), draft);
             }
-            if ARRAYS.contains(&k.as_str()) {
+            if array {
                 if let Value::Array(a) = sub {
                     for (i, s) in a.iter().enumerate() {
                         self.index(doc, format!("{kp}/{i}"), s, base.clone(), draft);
                     }
                 }
             }
-            if MAPS.contains(&k.as_str()) {
+            if map {
                 if let Value::Object(mm) = sub {
                     for (name, s) in mm {
                         if s.is_object() || s.is_boolean() {
@@ -165,7 +197,7 @@ impl Resources {
 
     /// The schema value at a location.
     pub fn value(&self, loc: &Loc) -> Option<&Value> {
-        self.docs[loc.0].pointer(&loc.1)
+        lookup(&self.docs[loc.0], &loc.1)
     }
 
     /// Base URI and draft in force at a location.

@@ -27,6 +27,7 @@ impl std::fmt::Display for ValidationIssue {
     }
 }
 
+#[derive(Clone)]
 struct RegistryRetriever(Arc<BTreeMap<String, Value>>);
 
 impl jsonschema::Retrieve for RegistryRetriever {
@@ -39,13 +40,44 @@ impl jsonschema::Retrieve for RegistryRetriever {
     }
 }
 
+fn retriever(registry: &Registry) -> RegistryRetriever {
+    RegistryRetriever(Arc::new(registry.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()))
+}
+
 pub(crate) fn build_validator(schema: &Value, registry: &Registry) -> Result<jsonschema::Validator, String> {
-    let docs: BTreeMap<String, Value> = registry.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    jsonschema::options()
-        .with_retriever(RegistryRetriever(Arc::new(docs)))
-        .should_validate_formats(true)
-        .build(schema)
-        .map_err(|e| e.to_string())
+    jsonschema::options().with_retriever(retriever(registry)).should_validate_formats(true).build(schema).map_err(|e| e.to_string())
+}
+
+/// Documents read once for many validators: a schema compile checks enum values against
+/// dozens of subschemas of one (possibly large) document, and building each validator from
+/// scratch copied and indexed every document again.
+pub(crate) struct PreparedDocs {
+    retriever: RegistryRetriever,
+    registry: jsonschema::Registry<'static>,
+}
+
+impl PreparedDocs {
+    /// `docs` under their URIs; anything else through `registry`.
+    pub fn new(docs: impl IntoIterator<Item = (String, Arc<Value>)>, registry: &Registry) -> Result<PreparedDocs, String> {
+        let retriever = retriever(registry);
+        let docs = docs.into_iter().map(|(uri, doc)| (crate::resolve::normalize_uri(&uri), doc));
+        let registry = jsonschema::Registry::new()
+            .retriever(retriever.clone())
+            .extend(docs)
+            .and_then(|b| b.prepare())
+            .map_err(|e| e.to_string())?;
+        Ok(PreparedDocs { retriever, registry })
+    }
+
+    /// A validator (formats asserted) for `schema`, its references resolved in these documents.
+    pub fn validator(&self, schema: &Value) -> Result<jsonschema::Validator, String> {
+        jsonschema::options()
+            .with_retriever(self.retriever.clone())
+            .with_registry(&self.registry)
+            .should_validate_formats(true)
+            .build(schema)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The schema given to [`Validator::new`] cannot be used for validation (the `jsonschema`
