@@ -72,27 +72,35 @@ pub(crate) fn compute(
     // `Automaton::plain_text_after`), those are set at once, and the root's children are
     // split: under the others the walk visits every token, under those only the rest.
     let mut accepted;
-    match a.plain_text_after(state, text.plain_max_len) {
-        Some((ascii, non_ascii)) => {
-            accepted = text.plain.clone();
-            // Plain tokens start with a plain ASCII byte or a non-ASCII one.
-            let mut walk_all = [false; 256];
-            for b in 0..=255u8 {
-                walk_all[b as usize] = match b {
-                    0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
-                    _ => !non_ascii,
-                };
+    let reach = a.text_reach[state as usize] as usize;
+    if a.text_reach_exact[state as usize] && reach < text.plain_upto.len() {
+        // A count's last characters: the plain tokens short enough are allowed, the
+        // others not; only the rest is walked.
+        accepted = text.plain_upto[reach].clone();
+        walk(a, &text.rest, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+    } else {
+        match a.plain_text_after(state, text.plain_max_len) {
+            Some((ascii, non_ascii)) => {
+                accepted = text.plain.clone();
+                // Plain tokens start with a plain ASCII byte or a non-ASCII one.
+                let mut walk_all = [false; 256];
+                for b in 0..=255u8 {
+                    walk_all[b as usize] = match b {
+                        0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
+                        _ => !non_ascii,
+                    };
+                }
+                for b in (0..=255u8).filter(|&b| walk_all[b as usize]) {
+                    text.plain_by_first_byte(b).for_each(|t| bitmask::clear(&mut accepted, t));
+                }
+                let walk_rest = walk_all.map(|w| !w);
+                walk(a, &text.rest, &walk_rest, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+                walk(a, &text.all, &walk_all, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
             }
-            for b in (0..=255u8).filter(|&b| walk_all[b as usize]) {
-                text.plain_by_first_byte(b).for_each(|t| bitmask::clear(&mut accepted, t));
+            None => {
+                accepted = bitmask::new_mask(vocab.mask_width());
+                walk(a, &text.all, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
             }
-            let walk_rest = walk_all.map(|w| !w);
-            walk(a, &text.rest, &walk_rest, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-            walk(a, &text.all, &walk_all, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-        }
-        None => {
-            accepted = bitmask::new_mask(vocab.mask_width());
-            walk(a, &text.all, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
         }
     }
     // Tokens alive further down may also be uncertain through an escape above them: they
@@ -223,6 +231,18 @@ impl Path {
 #[inline]
 fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) -> bool {
     let (node, p) = (&trie.nodes[i], parent.state as usize);
+    if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !crate::trie::PLAIN_ASCII == 0 {
+        let reach = if node.ascii {
+            a.plain_reach[p]
+        } else if node.utf8 {
+            a.text_reach[p]
+        } else {
+            0
+        };
+        if node.height as u32 <= reach {
+            return true;
+        }
+    }
     if trie.subtree_ascii[i] & !a.run_bytes[p] != 0 {
         return false;
     }

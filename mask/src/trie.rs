@@ -26,8 +26,7 @@ pub(crate) struct TokenTrie {
     token_ids: Vec<u32>,
     /// The longest key's length.
     pub max_depth: usize,
-    /// Per node: the ASCII bytes on the edges of its subtree (its own edge included);
-    /// complete only where the node is [`Node::ascii`].
+    /// Per node: the ASCII bytes on the edges of its subtree (its own edge included).
     pub subtree_ascii: Vec<u128>,
 }
 
@@ -162,9 +161,16 @@ pub(crate) struct TextTokens {
     plain_by_first: Vec<Vec<u32>>,
     /// The longest plain token's length.
     pub plain_max_len: u32,
+    /// By `n < PLAIN_UPTO`: the plain tokens of at most `n` characters (a character cut
+    /// short counts), as a mask.
+    pub plain_upto: Vec<Vec<u32>>,
     /// The other text tokens.
     pub rest: TokenTrie,
 }
+
+/// How many `TextTokens::plain_upto` masks there are: plain tokens longer than that are
+/// rare, and a count with more left is walked.
+const PLAIN_UPTO: usize = 24;
 
 /// The ASCII bytes of plain text, as a set.
 pub(crate) const PLAIN_ASCII: u128 = {
@@ -186,9 +192,13 @@ impl TextTokens {
         let mut plain_by_first = vec![Vec::new(); 256];
         let mut plain_max_len = 0;
         let mut rest = Vec::new();
+        let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
         for &(bytes, id) in tokens {
             if is_plain_text(bytes) {
                 crate::bitmask::set(&mut plain, id);
+                // Characters: the bytes that do not continue one.
+                let chars = bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+                plain_upto.iter_mut().skip(chars).for_each(|m| crate::bitmask::set(m, id));
                 if let Some(&b) = bytes.first() {
                     plain_by_first[b as usize].push(id);
                 }
@@ -202,6 +212,7 @@ impl TextTokens {
             plain,
             plain_by_first,
             plain_max_len,
+            plain_upto,
             rest: TokenTrie::build(rest),
         }
     }

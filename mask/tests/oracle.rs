@@ -238,6 +238,38 @@ key ::= "\"" ([a-c] | "\\" [n\\])* "\""
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Strings where every plain character keeps the string alive but not all lead to the
+    /// same state: an unanchored pattern's search (`.*ab.*`), counts around a letter, plain
+    /// ASCII without non-ASCII. The mask takes such tokens whole by how far plain text
+    /// reaches from the state; the brute force checks it.
+    #[test]
+    fn plain_reach_equals_brute_force(shape in 0usize..6, n in 0u32..6, seed in any::<u64>()) {
+        let free = r#"[^"\\]"#;
+        let ascii = r#"[ !#-\[\]-~]"#;
+        let body = match shape {
+            0 => format!(r#"{free}* "ab" {free}*"#),
+            1 => format!(r#"{free}{{0,{n}}} "b" {free}{{0,3}}"#),
+            2 => format!(r#"{ascii}* "a" {ascii}{{{n}}}"#),
+            3 => format!(r#"({free} | "\\n"){{0,{n}}} ("c" | "é") {free}*"#),
+            4 => format!(r#"{ascii}{{0,{n}}} {free}{{0,2}}"#),
+            // A count in a rule of its own (recursive: not inlined) that plain text may
+            // follow once it ends.
+            _ => format!(r#"word "c" {free}{{0,2}}"#),
+        };
+        let src = format!(
+            r#"root ::= "[" (value ("," value)*)? "]" | word "]"
+value ::= "\"" {body} "\"" | "{{" "\"a\"" ":" value "}}"
+word ::= {free}{{0,{n}}} | {free}{{0,{n}}} "b" word | "[" value "]" "c"
+"#
+        );
+        let g = stencil_grammar::parse_gbnf(&src).unwrap();
+        check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
+    }
+}
+
 /// A counted string's last characters: a token one character too long for the count left
 /// is refused, one that fits is allowed, whatever the tokens share.
 #[test]

@@ -27,6 +27,27 @@ pub(crate) const DEAD: u32 = u32::MAX;
 static NON_ASCII_UTF8: std::sync::LazyLock<Vec<regex_syntax::utf8::Utf8Sequence>> =
     std::sync::LazyLock::new(|| regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect());
 
+/// A set of at most 8 states, in insertion order (`insert` fails when full).
+#[derive(Default, Clone, Copy)]
+struct SmallSet {
+    items: [u32; 8],
+    len: usize,
+}
+
+impl SmallSet {
+    fn insert(&mut self, x: u32) -> Option<()> {
+        if !self.as_slice().contains(&x) {
+            *self.items.get_mut(self.len)? = x;
+            self.len += 1;
+        }
+        Some(())
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.items[..self.len]
+    }
+}
+
 /// Expressions at most this big (see `expr_size`) are inlined into their callers when
 /// not recursive.
 const INLINE_MAX_SIZE: usize = 8;
@@ -79,6 +100,13 @@ pub(crate) struct Automaton {
     /// with an unknown caller (every such character must take each state of the run where
     /// `a` does).
     pub utf8_run: Vec<u32>,
+    /// Reaches (see `plain_reach`): per state, how many plain-text characters in a row,
+    /// whichever they are, surely keep the item alive and alone with an unknown caller:
+    /// plain ASCII only (`plain_reach`), non-ASCII characters too (`text_reach`).
+    pub plain_reach: Vec<u32>,
+    pub text_reach: Vec<u32>,
+    /// Whether no plain text longer than `text_reach` keeps the item alive either.
+    pub text_reach_exact: Vec<bool>,
     /// Not final, no calls: see [`Automaton::is_simple`].
     pub simple: Vec<bool>,
     /// Per rule: the bytes that can come right after the rule ends, in any context.
@@ -115,48 +143,55 @@ impl Automaton {
     /// `to`, each byte before the last into a state that predicts and completes nothing.
     /// Conservative: `false` also when the bytes of one range lead to many states.
     fn utf8_leads_to(&self, state: u32, to: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> bool {
+        self.utf8_targets(state, seqs).is_some_and(|t| t.as_slice() == [to])
+    }
+
+    /// The states every non-ASCII character (its UTF-8 byte ranges: `seqs`) takes `state`
+    /// to, each byte before the last into a state that predicts and completes nothing;
+    /// `None` when some character dies, or (conservative) when there are many states.
+    fn utf8_targets(&self, state: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> Option<SmallSet> {
         // Most states (keys, numbers, literals) take no lead byte at all.
         let moves = &self.first_bytes[state as usize];
         if !(0xC2..=0xF4u8).all(|b| crate::cache::has_byte(moves, b)) {
-            return false;
+            return None;
         }
-        const MAX: usize = 4;
-        seqs.iter().all(|seq| {
+        let mut targets = SmallSet::default();
+        for seq in seqs {
             let ranges = seq.as_slice();
-            let (mut states, mut n) = ([state; MAX], 1);
+            let mut states = SmallSet::default();
+            states.insert(state)?;
             for (i, r) in ranges.iter().enumerate() {
                 let last = i + 1 == ranges.len();
-                let (mut next, mut m) = ([DEAD; MAX], 0);
-                for &x in &states[..n] {
+                let mut next = SmallSet::default();
+                for &x in states.as_slice() {
                     // Classes are byte intervals: the range's classes are consecutive.
                     let row = &self.trans[x as usize * self.n_classes..(x as usize + 1) * self.n_classes];
                     let (lo, hi) =
                         (self.byte_class[r.start as usize] as usize, self.byte_class[r.end as usize] as usize);
                     for &t in &row[lo..=hi] {
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
-                            return false;
+                            return None;
                         }
-                        if !next[..m].contains(&t) {
-                            if m == MAX {
-                                return false;
-                            }
-                            next[m] = t;
-                            m += 1;
-                        }
+                        next.insert(t)?;
                     }
                 }
-                (states, n) = (next, m);
+                states = next;
             }
-            n == 1 && states[0] == to
-        })
+            for &t in states.as_slice() {
+                targets.insert(t)?;
+            }
+        }
+        Some(targets)
     }
 
     /// Whether every plain-text token (see [`crate::trie::TextTokens`]) of at most `len`
-    /// bytes keeps the item `(state, unknown caller)` alive and alone: the state's run
-    /// takes all plain ASCII bytes, and non-ASCII characters too, for `len` bytes.
+    /// bytes keeps the item `(state, unknown caller)` alive and alone: the state's text
+    /// reach is that long, or its run takes all plain ASCII bytes, and non-ASCII
+    /// characters too, for `len` bytes.
     pub fn runs_over_plain_text(&self, state: u32, len: u32) -> bool {
         let s = state as usize;
-        crate::trie::PLAIN_ASCII & !self.run_bytes[s] == 0 && self.run_len[s] >= len && self.utf8_run[s] >= len
+        self.text_reach[s] >= len
+            || crate::trie::PLAIN_ASCII & !self.run_bytes[s] == 0 && self.run_len[s] >= len && self.utf8_run[s] >= len
     }
 
     /// The first bytes after which every plain-text token of at most `len` bytes keeps
@@ -273,6 +308,9 @@ impl Automaton {
             run_len: Vec::new(),
             run_len_simple: Vec::new(),
             utf8_run: Vec::new(),
+            plain_reach: Vec::new(),
+            text_reach: Vec::new(),
+            text_reach_exact: Vec::new(),
             simple: Vec::new(),
             follow: Vec::new(),
             start_state: 0,
@@ -357,9 +395,15 @@ impl Automaton {
             .unzip();
         a.run_len = compute_runs(&a, &succ, |_| true, |t| a.calls[t].is_empty());
         a.run_len_simple = compute_runs(&a, &succ, |_| true, |t| !a.is_final[t] && a.calls[t].is_empty());
-        let utf8_like_a: Vec<bool> =
-            (0..a.n_states()).map(|s| succ[s] != DEAD && a.utf8_leads_to(s as u32, succ[s], &NON_ASCII_UTF8)).collect();
+        // Where each state's non-ASCII characters lead (computed once: it is not cheap).
+        let utf8_to: Vec<Option<SmallSet>> =
+            (0..a.n_states()).map(|s| a.utf8_targets(s as u32, &NON_ASCII_UTF8)).collect();
+        let utf8_like_a: Vec<bool> = (0..a.n_states())
+            .map(|s| succ[s] != DEAD && utf8_to[s].is_some_and(|t| t.as_slice() == [succ[s]]))
+            .collect();
         a.utf8_run = compute_runs(&a, &succ, |s| utf8_like_a[s], |t| a.calls[t].is_empty());
+        Reaches { plain: a.plain_reach, text: a.text_reach, text_exact: a.text_reach_exact } =
+            plain_reach(&a, &utf8_to);
         phase("first_bytes", String::new());
         compute_closures(&mut a, limits, deadline)?;
         phase("closures", String::new());
@@ -390,6 +434,107 @@ fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: i
         };
     }
     len
+}
+
+/// Per state, how many plain-text characters (see [`crate::trie::TextTokens`]) in a row
+/// surely keep the item `(state, unknown caller)` alive and alone, whichever characters
+/// they are (`u32::MAX`: any number): plain ASCII ones only, and non-ASCII ones too.
+/// Unlike runs, the characters may lead to different states: an unanchored pattern's
+/// search, or a `maxLength` string's count. It is the distance, over plain characters
+/// and backwards, to a state where some plain character may fail. A reach is *exact*
+/// when no plain text longer than it gets through either (a count's end).
+fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
+    use crate::trie::PLAIN_ASCII;
+    let n = a.n_states();
+    let mut plain_classes: Vec<usize> =
+        (0..0x80u8).filter(|&b| PLAIN_ASCII >> b & 1 == 1).map(|b| a.byte_class[b as usize] as usize).collect();
+    plain_classes.sort_unstable();
+    plain_classes.dedup();
+    let plain_bytes = [PLAIN_ASCII as u64, (PLAIN_ASCII >> 64) as u64];
+    let ok = |t: u32| t != DEAD && a.calls[t as usize].is_empty();
+    // Where a plain ASCII (non-ASCII) character may fail, and where they lead: edges
+    // `(to, from)`.
+    let (mut ascii_fails, mut non_ascii_fails) = (vec![true; n], vec![true; n]);
+    let (mut edges, mut non_ascii_edges) = (Vec::<(u32, u32)>::new(), Vec::<(u32, u32)>::new());
+    for s in 0..n {
+        let moves = &a.first_bytes[s];
+        if moves[..2].iter().zip(&plain_bytes).any(|(m, p)| p & !m != 0) {
+            continue;
+        }
+        non_ascii_fails[s] = false;
+        let row = &a.trans[s * a.n_classes..(s + 1) * a.n_classes];
+        let first_edge = edges.len();
+        if plain_classes.iter().all(|&c| ok(row[c])) {
+            for &c in &plain_classes {
+                if edges.len() == first_edge || edges.last().unwrap().0 != row[c] {
+                    edges.push((row[c], s as u32));
+                }
+            }
+            ascii_fails[s] = false;
+        }
+        match utf8_to[s] {
+            Some(targets) if targets.as_slice().iter().all(|&t| ok(t)) => {
+                non_ascii_edges.extend(targets.as_slice().iter().map(|&t| (t, s as u32)));
+            }
+            _ => non_ascii_fails[s] = true,
+        }
+    }
+    let (mut first, mut from) = (Vec::new(), Vec::new());
+    // Breadth first, backwards from the failing states; also gives the states in order.
+    let mut distances = |with_non_ascii: bool| {
+        let non_ascii = if with_non_ascii { &non_ascii_edges[..] } else { &[] };
+        group_into_rows(n, || edges.iter().chain(non_ascii).copied(), &mut first, &mut from);
+        let mut reach = vec![u32::MAX; n];
+        let mut order: Vec<u32> = (0..n as u32)
+            .filter(|&s| ascii_fails[s as usize] || with_non_ascii && non_ascii_fails[s as usize])
+            .collect();
+        order.iter().for_each(|&s| reach[s as usize] = 0);
+        let mut next = 0;
+        while let Some(&t) = order.get(next) {
+            next += 1;
+            let d = reach[t as usize] + 1;
+            for &s in &from[first[t as usize] as usize..first[t as usize + 1] as usize] {
+                if reach[s as usize] == u32::MAX {
+                    reach[s as usize] = d;
+                    order.push(s);
+                }
+            }
+        }
+        (reach, order)
+    };
+    let (plain, _) = distances(false);
+    let (text, order) = distances(true);
+    // Exact: a state that takes no plain character, or whose plain characters all lead
+    // to exact states one nearer (forward edges now); neither calling nor ending, where
+    // other items could take the text on.
+    group_into_rows(n, || edges.iter().chain(&non_ascii_edges).map(|&(t, s)| (s, t)), &mut first, &mut from);
+    let takes_none = |s: usize| {
+        let moves = &a.first_bytes[s];
+        moves[0] & plain_bytes[0] == 0
+            && moves[1] & plain_bytes[1] == 0
+            && !(0xC2..=0xF4u8).any(|b| crate::cache::has_byte(moves, b))
+    };
+    let mut text_exact = vec![false; n];
+    for &s in &order {
+        let (s, r) = (s as usize, text[s as usize]);
+        text_exact[s] = if !a.calls[s].is_empty() || a.is_final[s] {
+            false
+        } else if r == 0 {
+            takes_none(s)
+        } else {
+            from[first[s] as usize..first[s + 1] as usize]
+                .iter()
+                .all(|&t| text_exact[t as usize] && text[t as usize] == r - 1)
+        };
+    }
+    Reaches { plain, text, text_exact }
+}
+
+/// See [`plain_reach`].
+struct Reaches {
+    plain: Vec<u32>,
+    text: Vec<u32>,
+    text_exact: Vec<bool>,
 }
 
 fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
