@@ -73,7 +73,9 @@ pub(crate) fn compute(
     // split: under the others the walk visits every token, under those only the rest.
     let mut accepted;
     let reach = a.text_reach[state as usize] as usize;
-    if a.text_reach_exact[state as usize] && reach < text.plain_upto.len() {
+    // The longest count with a mask of its own.
+    let short = text.plain_upto.len() - 1;
+    if a.text_reach_exact[state as usize] && reach <= short {
         // A count's last characters: the plain tokens short enough are allowed, the
         // others not; only the rest is walked.
         accepted = text.plain_upto[reach].clone();
@@ -96,6 +98,24 @@ pub(crate) fn compute(
                 let walk_rest = walk_all.map(|w| !w);
                 walk(a, &text.rest, &walk_rest, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
                 walk(a, &text.all, &walk_all, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+            }
+            None if reach >= short => {
+                // Plain text reaches far, not for ever (a long count's first characters,
+                // an unanchored pattern's search with a length bound): the short plain
+                // tokens are allowed, the long ones walked with the rest.
+                accepted = text.plain_upto[short].clone();
+                walk(a, &text.rest, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
+                walk(
+                    a,
+                    &text.long_plain,
+                    &[true; 256],
+                    &mut chart,
+                    vocab,
+                    follow,
+                    &mut accepted,
+                    &mut uncertain,
+                    scratch,
+                )?;
             }
             None => {
                 accepted = bitmask::new_mask(vocab.mask_width());

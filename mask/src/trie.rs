@@ -164,6 +164,8 @@ pub(crate) struct TextTokens {
     /// By `n < PLAIN_UPTO`: the plain tokens of at most `n` characters (a character cut
     /// short counts), as a mask.
     pub plain_upto: Vec<Vec<u32>>,
+    /// The plain tokens in none of those masks.
+    pub long_plain: TokenTrie,
     /// The other text tokens.
     pub rest: TokenTrie,
 }
@@ -191,7 +193,7 @@ impl TextTokens {
         let mut plain = crate::bitmask::new_mask(mask_width);
         let mut plain_by_first = vec![Vec::new(); 256];
         let mut plain_max_len = 0;
-        let mut rest = Vec::new();
+        let (mut rest, mut long_plain) = (Vec::new(), Vec::new());
         let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
         for &(bytes, id) in tokens {
             if is_plain_text(bytes) {
@@ -199,6 +201,9 @@ impl TextTokens {
                 // Characters: the bytes that do not continue one.
                 let chars = bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
                 plain_upto.iter_mut().skip(chars).for_each(|m| crate::bitmask::set(m, id));
+                if chars >= PLAIN_UPTO {
+                    long_plain.push((bytes, id));
+                }
                 if let Some(&b) = bytes.first() {
                     plain_by_first[b as usize].push(id);
                 }
@@ -213,6 +218,7 @@ impl TextTokens {
             plain_by_first,
             plain_max_len,
             plain_upto,
+            long_plain: TokenTrie::build(long_plain),
             rest: TokenTrie::build(rest),
         }
     }

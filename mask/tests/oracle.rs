@@ -70,6 +70,10 @@ fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
 /// Like [`small_vocab`], with longer tokens (up to 9 bytes): long runs of string
 /// characters are what the mask cache takes whole subtrees of the trie at once for.
 fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
+    vocab_of(long_tokens(alphabet, seed))
+}
+
+fn long_tokens(alphabet: &[u8], seed: u64) -> Vec<Vec<u8>> {
     let mut tokens = random_tokens(alphabet, seed, 150, |next| {
         let len = 2 + (next() % 8) as usize;
         // Mostly letters, with some structure bytes.
@@ -88,7 +92,7 @@ fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
     }
     // Pieces of characters: a lead byte alone, a tail alone, a bad byte.
     tokens.extend([b"a\xc3".to_vec(), "😀".as_bytes()[1..].to_vec(), b"b\xff".to_vec()]);
-    vocab_of(tokens)
+    tokens
 }
 
 fn brute_force_mask(r: &Recognizer, vocab: &Vocabulary, text: &[u8]) -> Vec<u32> {
@@ -267,6 +271,33 @@ word ::= {free}{{0,{n}}} | {free}{{0,{n}}} "b" word | "[" value "]" "c"
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
         check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
+    }
+}
+
+/// Counts around the length of the longest plain tokens, longer than the mask cache's
+/// per-count masks (24 characters): which long tokens fit is decided by walking them.
+#[test]
+fn long_counts_take_long_tokens_exactly() {
+    let mut words: Vec<Vec<u8>> = ["<eos>", "\"", "a", "b", "ab", "é"].iter().map(|w| w.as_bytes().to_vec()).collect();
+    for len in [22, 23, 24, 25, 26, 30, 40] {
+        words.push(b"abc".iter().cycle().take(len).copied().collect());
+    }
+    words.push("é".repeat(26).into_bytes());
+    words.push("aé".repeat(13).into_bytes());
+    let vocab = vocab_of(words);
+    for max in [20, 23, 24, 25, 28, 35] {
+        for tail in ["", r#" "b" [^"\\]{0,2}"#, r#" [a-c]*"#] {
+            let src = format!(r#"root ::= "\"" [^"\\]{{0,{max}}}{tail} "\"""#);
+            let g = stencil_grammar::parse_gbnf(&src).unwrap();
+            let r = Recognizer::new(&g).unwrap();
+            for prefix in ["\"", "\"a", "\"ab", "\"é"] {
+                let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+                if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
+                    continue;
+                }
+                assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{src} after {prefix}");
+            }
+        }
     }
 }
 
