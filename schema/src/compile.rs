@@ -132,6 +132,8 @@ pub(crate) struct Ctx<'o> {
     sid_of: HashMap<Loc, Sid>,
     g: Grammar,
     names: std::collections::HashSet<String>,
+    /// Per rule-name base, the next suffix to try (see `new_rule_name`).
+    next_suffix: HashMap<String, u32>,
     memo: HashMap<(Conj, usize), Option<RuleId>>,
     warnings: Vec<Unenforced>,
     warned: std::collections::HashSet<(String, String)>,
@@ -161,6 +163,7 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         sid_of: HashMap::default(),
         g: Grammar::new(),
         names: Default::default(),
+        next_suffix: HashMap::default(),
         memo: HashMap::default(),
         warnings: Vec::new(),
         warned: Default::default(),
@@ -450,14 +453,18 @@ impl<'o> Ctx<'o> {
         Ok(())
     }
 
+    /// `base`, or `base-2`, `base-3`... whichever is free first. Each base remembers
+    /// where its search stopped (names are never freed): thousands of rules share a base
+    /// in big schemas, and probing from 1 each time was quadratic.
     fn new_rule_name(&mut self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut i = 1;
-        while !self.names.insert(name.clone()) {
-            i += 1;
-            name = format!("{base}-{i}");
+        let next = self.next_suffix.entry(base.to_string()).or_insert(1);
+        loop {
+            let name = if *next == 1 { base.to_string() } else { format!("{base}-{next}") };
+            *next += 1;
+            if self.names.insert(name.clone()) {
+                return name;
+            }
         }
-        name
     }
 
     fn add_rule(&mut self, base: &str, body: Expr) -> RuleId {
