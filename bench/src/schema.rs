@@ -811,16 +811,18 @@ impl Agg {
     }
 }
 
-fn p50(v: &[u64]) -> u64 {
+fn percentile_of(v: &[u64], p: f64) -> u64 {
     let mut v = v.to_vec();
     v.sort_unstable();
-    percentile(&v, 50.0)
+    percentile(&v, p)
+}
+
+fn p50(v: &[u64]) -> u64 {
+    percentile_of(v, 50.0)
 }
 
 fn p99(v: &[u64]) -> u64 {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    percentile(&v, 99.0)
+    percentile_of(v, 99.0)
 }
 
 fn max(v: &[u64]) -> u64 {

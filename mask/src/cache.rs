@@ -68,61 +68,52 @@ pub(crate) fn compute(
     let follow = &a.follow[a.state_rule[state as usize] as usize];
     // (token, escape depth)
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
-    // Where every plain token with certain first bytes is allowed whole (see
-    // `Automaton::plain_text_after`), those are set at once, and the root's children are
-    // split: under the others the walk visits every token, under those only the rest.
-    let mut accepted;
+    let all_roots = [true; 256];
+    let mut walk_in = |trie: &TokenTrie, roots: &[bool; 256], accepted: &mut Vec<u32>| {
+        walk(a, trie, roots, &mut chart, vocab, follow, accepted, &mut uncertain, scratch)
+    };
     let reach = a.text_reach[state as usize] as usize;
     // The longest count with a mask of its own.
     let short = text.plain_upto.len() - 1;
-    if a.text_reach_exact[state as usize] && reach <= short {
+    let accepted = if a.text_reach_exact[state as usize] && reach <= short {
         // A count's last characters: the plain tokens short enough are allowed, the
         // others not; only the rest is walked.
-        accepted = text.plain_upto[reach].clone();
-        walk(a, &text.rest, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-    } else {
-        match a.plain_text_after(state, text.plain_max_len) {
-            Some((ascii, non_ascii)) => {
-                accepted = text.plain.clone();
-                // Plain tokens start with a plain ASCII byte or a non-ASCII one.
-                let mut walk_all = [false; 256];
-                for b in 0..=255u8 {
-                    walk_all[b as usize] = match b {
-                        0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
-                        _ => !non_ascii,
-                    };
-                }
-                for b in (0..=255u8).filter(|&b| walk_all[b as usize]) {
-                    text.plain_by_first_byte(b).for_each(|t| bitmask::clear(&mut accepted, t));
-                }
-                let walk_rest = walk_all.map(|w| !w);
-                walk(a, &text.rest, &walk_rest, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-                walk(a, &text.all, &walk_all, &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-            }
-            None if reach >= short => {
-                // Plain text reaches far, not for ever (a long count's first characters,
-                // an unanchored pattern's search with a length bound): the short plain
-                // tokens are allowed, the long ones walked with the rest.
-                accepted = text.plain_upto[short].clone();
-                walk(a, &text.rest, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-                walk(
-                    a,
-                    &text.long_plain,
-                    &[true; 256],
-                    &mut chart,
-                    vocab,
-                    follow,
-                    &mut accepted,
-                    &mut uncertain,
-                    scratch,
-                )?;
-            }
-            None => {
-                accepted = bitmask::new_mask(vocab.mask_width());
-                walk(a, &text.all, &[true; 256], &mut chart, vocab, follow, &mut accepted, &mut uncertain, scratch)?;
-            }
+        let mut accepted = text.plain_upto[reach].clone();
+        walk_in(&text.rest, &all_roots, &mut accepted)?;
+        accepted
+    } else if let Some((ascii, non_ascii)) = a.plain_text_after(state, text.plain_max_len) {
+        // Every plain token with certain first bytes is allowed whole (see
+        // `Automaton::plain_text_after`): those are set at once, and the root's children
+        // are split: under the others the walk visits every token, under those only the
+        // rest.
+        let mut accepted = text.plain.clone();
+        // Plain tokens start with a plain ASCII byte or a non-ASCII one.
+        let mut walk_all = [false; 256];
+        for b in 0..=255u8 {
+            walk_all[b as usize] = match b {
+                0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
+                _ => !non_ascii,
+            };
         }
-    }
+        for b in (0..=255u8).filter(|&b| walk_all[b as usize]) {
+            text.plain_by_first_byte(b).for_each(|t| bitmask::clear(&mut accepted, t));
+        }
+        walk_in(&text.rest, &walk_all.map(|w| !w), &mut accepted)?;
+        walk_in(&text.all, &walk_all, &mut accepted)?;
+        accepted
+    } else if reach >= short {
+        // Plain text reaches far, not for ever (a long count's first characters, an
+        // unanchored pattern's search with a length bound): the short plain tokens are
+        // allowed, the long ones walked with the rest.
+        let mut accepted = text.plain_upto[short].clone();
+        walk_in(&text.rest, &all_roots, &mut accepted)?;
+        walk_in(&text.long_plain, &all_roots, &mut accepted)?;
+        accepted
+    } else {
+        let mut accepted = bitmask::new_mask(vocab.mask_width());
+        walk_in(&text.all, &all_roots, &mut accepted)?;
+        accepted
+    };
     // Tokens alive further down may also be uncertain through an escape above them: they
     // are accepted already, which is enough.
     let uncertain = (!uncertain.is_empty())

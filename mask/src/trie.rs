@@ -150,7 +150,7 @@ impl TokenTrie {
 /// The vocabulary's text tokens, indexed for the mask walk: all of them in one trie, and
 /// split by whether they are *plain text*: printable ASCII but `"` and `\`, and non-ASCII
 /// UTF-8 from a character boundary (the last character may be cut short). Inside a JSON
-/// string, or any state whose run takes all of that, every plain token is allowed whole:
+/// string, or any state whose reach covers all of that, every plain token is allowed whole:
 /// the walk then sets them at once and visits only the rest (llguidance's "slicer").
 #[derive(Debug)]
 pub(crate) struct TextTokens {

@@ -186,28 +186,27 @@ impl Automaton {
 
     /// Whether every plain-text token (see [`crate::trie::TextTokens`]) of at most `len`
     /// bytes keeps the item `(state, unknown caller)` alive and alone: the state's text
-    /// reach is that long, or its run takes all plain ASCII bytes, and non-ASCII
-    /// characters too, for `len` bytes.
-    pub fn runs_over_plain_text(&self, state: u32, len: u32) -> bool {
-        let s = state as usize;
-        self.text_reach[s] >= len
-            || crate::trie::PLAIN_ASCII & !self.run_bytes[s] == 0 && self.run_len[s] >= len && self.utf8_run[s] >= len
+    /// reach is that long (a run over all plain text is such a reach, so runs need no
+    /// check of their own here).
+    pub fn reaches_over_plain_text(&self, state: u32, len: u32) -> bool {
+        self.text_reach[state as usize] >= len
     }
 
     /// The first bytes after which every plain-text token of at most `len` bytes keeps
     /// the item `(state, unknown caller)` alive and alone: the plain ASCII bytes that
-    /// move it, alone, into a state whose run takes plain text, and whether every
+    /// move it, alone, into a state whose reach covers plain text, and whether every
     /// non-ASCII character does too (an object key that is not one of some names: all
     /// but the names' first letters). `None` when none does.
     pub fn plain_text_after(&self, state: u32, len: u32) -> Option<(u128, bool)> {
-        if self.runs_over_plain_text(state, len) {
+        if self.reaches_over_plain_text(state, len) {
             return Some((crate::trie::PLAIN_ASCII, true));
         }
         let rest = len.saturating_sub(1);
-        let runs_from = |t: u32| t != DEAD && self.steps_alone(t, NO_ORIGIN) && self.runs_over_plain_text(t, rest);
+        let reaches_from =
+            |t: u32| t != DEAD && self.steps_alone(t, NO_ORIGIN) && self.reaches_over_plain_text(t, rest);
         let mut ascii = 0u128;
         for b in (0..0x80u8).filter(|&b| crate::trie::PLAIN_ASCII >> b & 1 == 1) {
-            if runs_from(self.next(state, b)) {
+            if reaches_from(self.next(state, b)) {
                 ascii |= 1 << b;
             }
         }
@@ -217,7 +216,7 @@ impl Automaton {
         // Where the smallest non-ASCII character leads: all of them must lead there.
         let after = self.next(state, 0xC2);
         let to = if after == DEAD { DEAD } else { self.next(after, 0x80) };
-        let non_ascii = runs_from(to) && self.utf8_leads_to(state, to, &NON_ASCII_UTF8);
+        let non_ascii = reaches_from(to) && self.utf8_leads_to(state, to, &NON_ASCII_UTF8);
         Some((ascii, non_ascii))
     }
 
