@@ -56,6 +56,7 @@ pub struct GrammarStats {
     /// Rules that stay rules (after small ones were expanded in place).
     pub rules: usize,
     pub states: usize,
+    /// The most byte classes of any rule (each rule splits the bytes by its own edges).
     pub byte_classes: usize,
     pub token_terminals: usize,
 }
@@ -82,7 +83,7 @@ impl CompiledGrammar {
         GrammarStats {
             rules: a.rule_start.iter().filter(|&&s| s != crate::automaton::DEAD).count() - 1,
             states: a.n_states(),
-            byte_classes: a.n_classes,
+            byte_classes: a.max_classes(),
             token_terminals: a.terminals.len(),
         }
     }

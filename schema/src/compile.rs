@@ -514,13 +514,64 @@ impl<'o> Ctx<'o> {
 
     fn value_body(&mut self, conj: &Conj, depth: usize) -> Result<Option<Expr>, SchemaError> {
         let branches = self.dnf(conj)?;
-        let mut alts = Vec::new();
+        let mut nodes = Vec::new();
         for b in branches {
-            if let Some(e) = self.branch_expr(&b, depth)? {
+            if let Some(node) = self.branch_node(&b)? {
+                nodes.push(node);
+            }
+        }
+        self.merge_pattern_branches(&mut nodes)?;
+        let mut alts = Vec::new();
+        for node in nodes {
+            if let Some(e) = self.node_expr(node, depth)? {
                 alts.push(e);
             }
         }
         Ok(alt(alts))
+    }
+
+    /// Branches that are strings with one `pattern` each and nothing else become one
+    /// branch whose pattern is their alternation: the same language, but unanchored
+    /// patterns in separate branches (`.*A.*|.*B.*`) make the subset construction track
+    /// every pattern's progress after another has matched (Github_hard/o12278, seven
+    /// status words: 8,450 DFA states for 76 minimal ones), where `.*(A|B).*` does not.
+    fn merge_pattern_branches(&mut self, nodes: &mut Vec<Node>) -> Result<(), SchemaError> {
+        let mergeable = |n: &Node| {
+            n.types & !n.not_types == T_STR
+                && n.values.is_none()
+                && n.not_values.is_empty()
+                && n.unsupported.is_empty()
+                && n.not_required.is_empty()
+                && n.str.min_len == 0
+                && n.str.max_len.is_none()
+                && n.str.formats.is_empty()
+                && n.str.patterns.len() == 1
+                && !joins_unsafely(&n.str.patterns[0].0)
+        };
+        let picked: Vec<usize> = (0..nodes.len()).filter(|&i| mergeable(&nodes[i])).collect();
+        if picked.len() < 2 {
+            return Ok(());
+        }
+        // Each pattern on its own first, so a bad one is reported where it is.
+        for &i in &picked {
+            let (p, at) = nodes[i].str.patterns[0].clone();
+            self.pattern_hir(&p, |_| at)?;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let joined: Vec<String> = picked
+            .iter()
+            .map(|&i| &nodes[i].str.patterns[0].0)
+            .filter(|p| seen.insert(p.as_str()))
+            .map(|p| format!("(?:{p})"))
+            .collect();
+        let joined = joined.join("|");
+        nodes[picked[0]].str.patterns[0].0 = joined;
+        let mut i = 0;
+        nodes.retain(|_| {
+            i += 1;
+            !picked[1..].contains(&(i - 1))
+        });
+        Ok(())
     }
 
     // ---------------------------------------------------------------- disjunctive normal form
@@ -764,7 +815,9 @@ impl<'o> Ctx<'o> {
 
     // ------------------------------------------------------------------------- merging
 
-    fn branch_expr(&mut self, b: &Conj, depth: usize) -> Result<Option<Expr>, SchemaError> {
+    /// The keywords of a branch's members merged into one node; `None` when a negated
+    /// member leaves no value.
+    fn branch_node(&mut self, b: &Conj) -> Result<Option<Node>, SchemaError> {
         let mut node = Node {
             types: T_ALL,
             num: NumCons { min: None, max: None, multiple_of: vec![] },
@@ -813,6 +866,11 @@ impl<'o> Ctx<'o> {
             }
             self.collect(&mut node, sid, m, draft)?;
         }
+        Ok(Some(node))
+    }
+
+    /// The grammar of the values a branch's node allows.
+    fn node_expr(&mut self, mut node: Node, depth: usize) -> Result<Option<Expr>, SchemaError> {
         let mut types = node.types & !node.not_types;
         if let Some(vals) = node.values.take() {
             let mut keep: Vec<Value> = Vec::new();
@@ -2536,6 +2594,25 @@ fn any_order_extra_cap(min_props: u64, max_props: Option<u64>) -> u64 {
 
 /// The names of a schema that only says `required` (annotations aside): its negation is
 /// "an object missing one of them".
+/// Whether a pattern means something else inside an alternation of patterns: group
+/// names must be unique and backreferences count groups from the left.
+fn joins_unsafely(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        let mut ahead = chars.clone();
+        let unsafe_here = match c {
+            '\\' => matches!(chars.next(), Some('1'..='9' | 'k')),
+            // A named group `(?<name>`, not a lookbehind `(?<=`, `(?<!`.
+            '(' => ahead.next() == Some('?') && ahead.next() == Some('<') && !matches!(ahead.next(), Some('=' | '!')),
+            _ => false,
+        };
+        if unsafe_here {
+            return true;
+        }
+    }
+    false
+}
+
 fn required_only(v: &Value) -> Option<Vec<String>> {
     let Value::Object(m) = v else { return None };
     let ok = m.keys().all(|k| {

@@ -17,6 +17,7 @@ use crate::limits::{LimitKind, Limits};
 use crate::vocab::Vocabulary;
 use minimize::Transition;
 use nfa::{Edge, Nfa, NfaBuilder, Regexes};
+use rustc_hash::FxHashMap;
 use sets::StateSets;
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
@@ -68,9 +69,13 @@ impl TokenTerminal {
 /// All rules' automata.
 #[derive(Debug)]
 pub(crate) struct Automaton {
-    pub byte_class: [u8; 256],
-    pub n_classes: usize,
-    /// `trans[state * n_classes + class]`: next state or [`DEAD`].
+    /// The rules' byte classes (rules whose edges split the bytes alike share one).
+    pub class_maps: Vec<ClassMap>,
+    /// Per state: its row of `trans` and the class map that row uses.
+    pub rows: Vec<Row>,
+    /// One row per state, one entry per byte class of its rule: next state or [`DEAD`].
+    /// (Rule-local classes keep rows short: a key's literal tells apart a few bytes,
+    /// the whole grammar tells apart dozens.)
     pub trans: Vec<u32>,
     pub state_rule: Vec<u32>,
     pub is_final: Vec<bool>,
@@ -116,10 +121,58 @@ pub(crate) struct Automaton {
     pub accept_state: u32,
 }
 
+/// A rule's byte classes: bytes that no edge of the rule tells apart share a class.
+#[derive(Debug)]
+pub(crate) struct ClassMap {
+    /// The class of each byte.
+    pub of_byte: [u8; 256],
+    /// The bytes of each class.
+    pub bytes: Vec<[u64; 4]>,
+}
+
+impl ClassMap {
+    fn new(of_byte: [u8; 256], n_classes: usize) -> Self {
+        let mut bytes = vec![[0u64; 4]; n_classes];
+        for b in 0..=255u8 {
+            bytes[of_byte[b as usize] as usize][b as usize >> 6] |= 1 << (b & 63);
+        }
+        ClassMap { of_byte, bytes }
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Where a state's transitions are: `trans[start..start + n]`, `n` the classes of
+/// `class_maps[classes]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Row {
+    pub start: u32,
+    pub classes: u32,
+}
+
 impl Automaton {
     #[inline]
     pub fn next(&self, state: u32, byte: u8) -> u32 {
-        self.trans[state as usize * self.n_classes + self.byte_class[byte as usize] as usize]
+        let row = self.rows[state as usize];
+        self.trans[row.start as usize + self.class_maps[row.classes as usize].of_byte[byte as usize] as usize]
+    }
+
+    /// State `s`'s transitions, one per class of [`Automaton::classes`]`(s)`.
+    pub fn row(&self, s: usize) -> &[u32] {
+        let row = self.rows[s];
+        &self.trans[row.start as usize..row.start as usize + self.class_maps[row.classes as usize].len()]
+    }
+
+    /// The byte classes of state `s`'s row.
+    pub fn classes(&self, s: usize) -> &ClassMap {
+        &self.class_maps[self.rows[s].classes as usize]
+    }
+
+    /// The most byte classes of any rule.
+    pub fn max_classes(&self) -> usize {
+        self.class_maps.iter().map(ClassMap::len).max().unwrap_or(0)
     }
 
     pub fn n_states(&self) -> usize {
@@ -165,9 +218,9 @@ impl Automaton {
                 let mut next = SmallSet::default();
                 for &x in states.as_slice() {
                     // Classes are byte intervals: the range's classes are consecutive.
-                    let row = &self.trans[x as usize * self.n_classes..(x as usize + 1) * self.n_classes];
+                    let (row, classes) = (self.row(x as usize), self.classes(x as usize));
                     let (lo, hi) =
-                        (self.byte_class[r.start as usize] as usize, self.byte_class[r.end as usize] as usize);
+                        (classes.of_byte[r.start as usize] as usize, classes.of_byte[r.end as usize] as usize);
                     for &t in &row[lo..=hi] {
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
                             return None;
@@ -284,13 +337,10 @@ impl Automaton {
         let start_rule = n_rules as u32;
         nfas.push(Some(Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1)));
 
-        // 2. Byte classes shared by all rules.
-        let (byte_class, n_classes) = byte_classes(nfas.iter().flatten());
-
-        // 3. Subset construction per rule, into one global numbering.
+        // 2. Subset construction per rule, over its own byte classes, into one global numbering.
         let mut a = Automaton {
-            byte_class,
-            n_classes,
+            class_maps: Vec::new(),
+            rows: Vec::new(),
             trans: Vec::new(),
             state_rule: Vec::new(),
             is_final: Vec::new(),
@@ -319,7 +369,7 @@ impl Automaton {
         // Each rule's automaton on its own, then all of them in one table of known size.
         let mut dfas: Vec<(u32, RuleDfa)> = Vec::new();
         let (mut scratch, mut min_scratch) = (SubsetScratch::default(), MinimizeScratch::default());
-        let mut n_states = 0;
+        let (mut n_states, mut n_entries) = (0, 0);
         for (r, nfa) in nfas.iter().enumerate() {
             let Some(nfa) = nfa else { continue };
             if std::time::Instant::now() > deadline {
@@ -331,15 +381,17 @@ impl Automaton {
             }
             // Room left under both size limits; the first to bind names the error.
             let by_count = limits.max_automaton_states.saturating_sub(n_states);
-            let by_memory = (limits.max_automaton_bytes / (a.n_classes * 4)).saturating_sub(n_states);
-            let mut dfa = determinize(nfa, by_count.min(by_memory), Some(deadline), &mut scratch).map_err(|stop| {
-                let (limit, value) = match stop {
-                    Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
-                    _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
-                    _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
-                };
-                CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
-            })?;
+            let classes = byte_classes(nfa);
+            let by_memory = (limits.max_automaton_bytes / 4).saturating_sub(n_entries) / classes.1;
+            let mut dfa =
+                determinize(nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch).map_err(|stop| {
+                    let (limit, value) = match stop {
+                        Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
+                        _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
+                        _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
+                    };
+                    CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
+                })?;
             let before = dfa.n_states();
             dfa.minimize(&mut min_scratch);
             if trace && before > 2000 {
@@ -347,18 +399,20 @@ impl Automaton {
             }
             a.rule_start[r] = n_states as u32;
             n_states += dfa.n_states();
+            n_entries += dfa.n_states() * dfa.n_classes;
             dfas.push((r as u32, dfa));
         }
-        a.reserve(n_states);
+        a.reserve(n_states, n_entries);
+        let mut class_ids = FxHashMap::default();
         for (r, dfa) in &dfas {
-            a.append(*r, dfa);
+            a.append(*r, dfa, &mut class_ids);
         }
-        phase("det+min", format!("{} states", a.n_states()));
+        phase("det+min", format!("{} states, {} table entries", a.n_states(), a.trans.len()));
         a.terminals = terminals;
         a.start_state = a.rule_start[start_rule as usize];
         a.accept_state = a.start_state + 1;
 
-        // 4. Nullable and productive rules; trim states that cannot finish.
+        // 3. Nullable and productive rules; trim states that cannot finish.
         let successors = Successors::of(&a);
         a.rule_nullable = fixpoint_rules(&a, &successors, false);
         let productive = fixpoint_rules(&a, &successors, true);
@@ -367,24 +421,18 @@ impl Automaton {
         }
         trim(&mut a, &successors, &productive);
         phase("fixpoints+trim", String::new());
-        // The bytes of each class, then per state: the bytes it moves on, and the ASCII
-        // bytes that take it where `a` does.
-        let mut class_bytes = vec![[0u64; 4]; a.n_classes];
-        for b in 0..=255u8 {
-            class_bytes[a.byte_class[b as usize] as usize][b as usize >> 6] |= 1 << (b & 63);
-        }
-        let nc = a.n_classes;
-        let class_a = a.byte_class[b'a' as usize] as usize;
+        // Per state: the bytes it moves on, and the ASCII bytes that take it where `a` does.
         let mut succ = Vec::with_capacity(a.n_states());
         (a.first_bytes, a.run_bytes) = (0..a.n_states())
             .map(|s| {
-                let row = &a.trans[s * nc..(s + 1) * nc];
+                let (row, classes) = (a.row(s), a.classes(s));
+                let class_a = classes.of_byte[b'a' as usize] as usize;
                 let (mut moves, mut like_a) = ([0u64; 4], 0u128);
-                for (c, &t) in row.iter().enumerate() {
+                for (&t, bytes) in row.iter().zip(&classes.bytes) {
                     if t != DEAD {
-                        moves.iter_mut().zip(&class_bytes[c]).for_each(|(m, b)| *m |= b);
+                        moves.iter_mut().zip(bytes).for_each(|(m, b)| *m |= b);
                         if t == row[class_a] {
-                            like_a |= class_bytes[c][0] as u128 | (class_bytes[c][1] as u128) << 64;
+                            like_a |= bytes[0] as u128 | (bytes[1] as u128) << 64;
                         }
                     }
                 }
@@ -445,10 +493,17 @@ fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: i
 fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
     use crate::trie::PLAIN_ASCII;
     let n = a.n_states();
-    let mut plain_classes: Vec<usize> =
-        (0..0x80u8).filter(|&b| PLAIN_ASCII >> b & 1 == 1).map(|b| a.byte_class[b as usize] as usize).collect();
-    plain_classes.sort_unstable();
-    plain_classes.dedup();
+    // Per class map, the classes of plain ASCII bytes.
+    let plain_classes: Vec<Vec<usize>> = a
+        .class_maps
+        .iter()
+        .map(|m| {
+            let mut classes: Vec<usize> =
+                (0..0x80u8).filter(|&b| PLAIN_ASCII >> b & 1 == 1).map(|b| m.of_byte[b as usize] as usize).collect();
+            classes.dedup();
+            classes
+        })
+        .collect();
     let plain_bytes = [PLAIN_ASCII as u64, (PLAIN_ASCII >> 64) as u64];
     let ok = |t: u32| t != DEAD && a.calls[t as usize].is_empty();
     // Where a plain ASCII (non-ASCII) character may fail, and where they lead: edges
@@ -461,10 +516,10 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
             continue;
         }
         non_ascii_fails[s] = false;
-        let row = &a.trans[s * a.n_classes..(s + 1) * a.n_classes];
+        let (row, plain_classes) = (a.row(s), &plain_classes[a.rows[s].classes as usize]);
         let first_edge = edges.len();
         if plain_classes.iter().all(|&c| ok(row[c])) {
-            for &c in &plain_classes {
+            for &c in plain_classes {
                 if edges.len() == first_edge || edges.last().unwrap().0 != row[c] {
                     edges.push((row[c], s as u32));
                 }
@@ -762,9 +817,30 @@ struct RuleDfa {
     trans: Vec<u32>,
     is_final: Vec<bool>,
     /// `(rule, next state)` per state.
-    calls: Vec<Vec<(u32, u32)>>,
+    calls: EdgeRows,
     /// `(terminal, next state)` per state.
-    token_edges: Vec<Vec<(u32, u32)>>,
+    token_edges: EdgeRows,
+}
+
+/// Per-state lists of `(label, next state)` in one buffer (most states have none: a
+/// list of its own per state was an allocation each).
+#[derive(Default)]
+struct EdgeRows {
+    items: Vec<(u32, u32)>,
+    /// State `s`'s list ends at `ends[s]` and starts where the previous one ends.
+    ends: Vec<u32>,
+}
+
+impl EdgeRows {
+    fn get(&self, s: usize) -> &[(u32, u32)] {
+        let start = if s == 0 { 0 } else { self.ends[s - 1] };
+        &self.items[start as usize..self.ends[s] as usize]
+    }
+
+    /// Ends the current state's list (its items were pushed onto `items`).
+    fn end_row(&mut self) {
+        self.ends.push(self.items.len() as u32);
+    }
 }
 
 impl RuleDfa {
@@ -791,10 +867,10 @@ impl RuleDfa {
         let by_class = transitions.len();
         for s in 0..n {
             let tail = s as u32;
-            for &(r, head) in &self.calls[s] {
+            for &(r, head) in self.calls.get(s) {
                 transitions.push(Transition { tail, label: nc as u64 + 2 * r as u64, head });
             }
-            for &(k, head) in &self.token_edges[s] {
+            for &(k, head) in self.token_edges.get(s) {
                 transitions.push(Transition { tail, label: nc as u64 + 2 * k as u64 + 1, head });
             }
         }
@@ -811,11 +887,18 @@ impl RuleDfa {
             }
         }
         let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize] };
-        let map_edges = |edges: &[(u32, u32)]| edges.iter().map(|&(x, t)| (x, map(t))).collect::<Vec<_>>();
+        let map_rows = |rows: &EdgeRows| {
+            let mut out = EdgeRows::default();
+            for &s in &order {
+                out.items.extend(rows.get(s).iter().map(|&(x, t)| (x, map(t))));
+                out.end_row();
+            }
+            out
+        };
         self.trans = order.iter().flat_map(|&s| self.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t))).collect();
         self.is_final = order.iter().map(|&s| self.is_final[s]).collect();
-        self.calls = order.iter().map(|&s| map_edges(&self.calls[s])).collect();
-        self.token_edges = order.iter().map(|&s| map_edges(&self.token_edges[s])).collect();
+        self.calls = map_rows(&self.calls);
+        self.token_edges = map_rows(&self.token_edges);
     }
 
     /// State `s`'s transitions as NFA edges (byte classes are byte intervals; neighbours
@@ -833,36 +916,37 @@ impl RuleDfa {
                 _ => out.push(Edge::Bytes { lo: b as u8, hi: b as u8, to }),
             }
         }
-        out.extend(self.calls[s as usize].iter().map(|&(rule, to)| Edge::Call { rule, to }));
-        out.extend(self.token_edges[s as usize].iter().map(|&(terminal, to)| Edge::Token { terminal, to }));
+        out.extend(self.calls.get(s as usize).iter().map(|&(rule, to)| Edge::Call { rule, to }));
+        out.extend(self.token_edges.get(s as usize).iter().map(|&(terminal, to)| Edge::Token { terminal, to }));
         out
     }
 }
 
 impl Automaton {
-    /// Room for `n` states in the per-state tables.
-    fn reserve(&mut self, n: usize) {
-        self.trans.reserve_exact(n * self.n_classes);
+    /// Room for `n` states with `entries` transitions in the per-state tables.
+    fn reserve(&mut self, n: usize, entries: usize) {
+        self.trans.reserve_exact(entries);
+        self.rows.reserve_exact(n);
         self.calls.reserve_exact(n);
         self.token_edges.reserve_exact(n);
         self.is_final.reserve_exact(n);
         self.state_rule.reserve_exact(n);
     }
 
-    /// Appends `dfa` as `rule`'s states, its classes spread over the global ones (each
-    /// global class lies within one of the rule's).
-    fn append(&mut self, rule: u32, dfa: &RuleDfa) {
+    /// Appends `dfa` as `rule`'s states; `class_ids` finds class maps already kept.
+    fn append(&mut self, rule: u32, dfa: &RuleDfa, class_ids: &mut FxHashMap<[u8; 256], u32>) {
         let base = self.n_states() as u32;
         let shift = |t: u32| if t == DEAD { DEAD } else { base + t };
-        let mut local = vec![0usize; self.n_classes];
-        for (&global, &own) in self.byte_class.iter().zip(&dfa.class) {
-            local[global as usize] = own as usize;
-        }
+        let classes = *class_ids.entry(dfa.class).or_insert_with(|| {
+            self.class_maps.push(ClassMap::new(dfa.class, dfa.n_classes));
+            self.class_maps.len() as u32 - 1
+        });
+        let start = self.trans.len() as u32;
+        self.rows.extend((0..dfa.n_states() as u32).map(|s| Row { start: start + s * dfa.n_classes as u32, classes }));
+        self.trans.extend(dfa.trans.iter().map(|&t| shift(t)));
         for s in 0..dfa.n_states() {
-            let row = &dfa.trans[s * dfa.n_classes..(s + 1) * dfa.n_classes];
-            self.trans.extend(local.iter().map(|&c| shift(row[c])));
-            self.calls.push(dfa.calls[s].iter().map(|&(r, t)| (r, shift(t))).collect());
-            self.token_edges.push(dfa.token_edges[s].iter().map(|&(k, t)| (k, shift(t))).collect());
+            self.calls.push(dfa.calls.get(s).iter().map(|&(r, t)| (r, shift(t))).collect());
+            self.token_edges.push(dfa.token_edges.get(s).iter().map(|&(k, t)| (k, shift(t))).collect());
         }
         self.is_final.extend_from_slice(&dfa.is_final);
         self.state_rule.extend(std::iter::repeat_n(rule, dfa.n_states()));
@@ -900,10 +984,10 @@ fn group_into_rows<T: Copy, I: Iterator<Item = (u32, T)>>(
     first.pop();
 }
 
-/// The byte classes of NFAs' edges: bytes no edge tells apart share a class.
-fn byte_classes<'n>(nfas: impl IntoIterator<Item = &'n Nfa>) -> ([u8; 256], usize) {
+/// The byte classes of an NFA's edges: bytes no edge tells apart share a class.
+fn byte_classes(nfa: &Nfa) -> ([u8; 256], usize) {
     let mut boundary = [false; 257];
-    for e in nfas.into_iter().flat_map(|nfa| nfa.all_edges()) {
+    for e in nfa.all_edges() {
         if let Edge::Bytes { lo, hi, .. } = *e {
             boundary[lo as usize] = true;
             boundary[hi as usize + 1] = true;
@@ -948,22 +1032,22 @@ struct SubsetScratch {
     labelled: Vec<(bool, u32, u32)>,
 }
 
-/// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its own
-/// byte classes; gives up past `max_states` states or the `deadline`.
+/// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its
+/// byte classes (see [`byte_classes`]); gives up past `max_states` states or the `deadline`.
 fn determinize(
     nfa: &Nfa,
+    (class, n_classes): ([u8; 256], usize),
     max_states: usize,
     deadline: Option<std::time::Instant>,
     scratch: &mut SubsetScratch,
 ) -> Result<RuleDfa, Unfinished> {
-    let (class, n_classes) = byte_classes([nfa]);
     let mut dfa = RuleDfa {
         class,
         n_classes,
         trans: Vec::new(),
         is_final: Vec::new(),
-        calls: Vec::new(),
-        token_edges: Vec::new(),
+        calls: EdgeRows::default(),
+        token_edges: EdgeRows::default(),
     };
     let SubsetScratch { seen, matters, closed, direct, direct_state, set, moves, labelled } = scratch;
     seen.clear();
@@ -1044,20 +1128,19 @@ fn determinize(
             dfa.trans[row + group[0].0 as usize] = previous_target;
         }
         labelled.sort_unstable();
-        let (mut calls, mut toks) = (Vec::new(), Vec::new());
         for group in labelled.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
             let (is_token, label, _) = group[0];
             set.extend(group.iter().map(|g| g.2));
             let to = target(set, closed);
             if is_token {
-                toks.push((label, to))
+                dfa.token_edges.items.push((label, to))
             } else {
-                calls.push((label, to))
+                dfa.calls.items.push((label, to))
             }
         }
         dfa.is_final.push(is_final);
-        dfa.calls.push(calls);
-        dfa.token_edges.push(toks);
+        dfa.calls.end_row();
+        dfa.token_edges.end_row();
         i += 1;
     }
     Ok(dfa)
@@ -1124,13 +1207,12 @@ struct Successors {
 
 impl Successors {
     fn of(a: &Automaton) -> Self {
-        let nc = a.n_classes;
         let mut start = Vec::with_capacity(a.n_states() + 1);
         let mut targets = Vec::new();
         start.push(0);
         for s in 0..a.n_states() {
             let first = targets.len();
-            for &t in &a.trans[s * nc..(s + 1) * nc] {
+            for &t in a.row(s) {
                 if t != DEAD && !targets[first..].contains(&t) {
                     targets.push(t);
                 }
@@ -1150,7 +1232,6 @@ impl Successors {
 /// unproductive rules.
 fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
     let n = a.n_states();
-    let nc = a.n_classes;
     for s in 0..n {
         a.calls[s].retain(|(r, _)| productive[*r as usize]);
     }
@@ -1172,7 +1253,8 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
         return;
     }
     for s in 0..n {
-        for t in &mut a.trans[s * nc..(s + 1) * nc] {
+        let (start, len) = (a.rows[s].start as usize, a.classes(s).len());
+        for t in &mut a.trans[start..start + len] {
             if *t != DEAD && !live[*t as usize] {
                 *t = DEAD;
             }

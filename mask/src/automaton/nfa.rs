@@ -486,7 +486,8 @@ impl MiniDfa {
     /// The body's minimal automaton (the rules' subset construction and minimization),
     /// as edges; `None` past [`MINI_MAX_STATES`].
     fn new(nfa: &Nfa) -> Option<MiniDfa> {
-        let mut dfa = super::determinize(nfa, MINI_MAX_STATES, None, &mut Default::default()).ok()?;
+        let mut dfa =
+            super::determinize(nfa, super::byte_classes(nfa), MINI_MAX_STATES, None, &mut Default::default()).ok()?;
         dfa.minimize(&mut Default::default());
         let edges = (0..dfa.n_states() as u32).map(|s| dfa.edges(s)).collect();
         Some(MiniDfa { finals: dfa.is_final, edges })
