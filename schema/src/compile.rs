@@ -255,6 +255,10 @@ pub(crate) fn alt(v: Vec<Expr>) -> Option<Expr> {
     }
 }
 
+/// Strings with a length bound from this count up are rules of their own (see
+/// `string_expr`): inlined, each property would carry its own copy of the count's states.
+const OWN_RULE_LENGTH: u64 = 64;
+
 fn sanitize(p: &str) -> String {
     let s: String = p.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
     let s = s.trim_matches('-').to_string();
@@ -1441,11 +1445,12 @@ impl<'o> Ctx<'o> {
             escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.clone(), pattern: String::new(), reason: e })?
         };
         let content = escape_if_needed(content, parts_was_empty_len(has_len));
-        let big = s.max_len.is_some_and(|m| m > 1_000) || s.min_len > 1_000;
+        let counted = s.max_len.is_some_and(|m| m >= OWN_RULE_LENGTH) || s.min_len >= OWN_RULE_LENGTH;
         let string = seq(vec![lit("\""), hir_expr(&content), lit("\"")]);
-        if big {
-            // A rule of its own (the engine splits its long repetition), quotes included:
-            // called mid-string, the caller would wait at every byte for the closing quote.
+        if counted {
+            // A rule of its own, quotes included (called mid-string, the caller would wait
+            // at every byte for the closing quote): properties with the same bounds share
+            // one automaton, and the engine builds a long count's directly (or splits it).
             let name = format!("{}-maxLength-{}", sanitize(&ptr), s.max_len.unwrap_or(s.min_len));
             return Ok(Some(Expr::Rule(self.add_rule(&name, string))));
         }

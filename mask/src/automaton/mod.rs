@@ -6,6 +6,7 @@
 //! trimmed, so every live Earley item can finish: a non-empty item set means the input so
 //! far is a viable prefix.
 
+mod chain;
 mod minimize;
 mod nfa;
 mod sets;
@@ -324,18 +325,27 @@ impl Automaton {
                 }
             })
         };
-        let mut nfas: Vec<Option<Nfa>> = Vec::with_capacity(n_rules + 1);
+        // Long counted strings come as automata already (`chain.rs`).
+        let mut built: Vec<Option<Built>> = Vec::with_capacity(n_rules + 1);
         {
             let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &regexes, &mut resolve);
             for r in 0..n_rules {
-                let own = !inline[r] && representative[r] == r as u32;
-                nfas.push(if own { Some(builder.build_rule(RuleId(r as u32))?) } else { None });
+                let rule = RuleId(r as u32);
+                built.push(if inline[r] || representative[r] != r as u32 {
+                    None
+                } else if let Some(dfa) = builder.counted_rule(rule)?.as_ref().and_then(chain::chain_dfa) {
+                    Some(Built::Dfa(Box::new(dfa)))
+                } else {
+                    Some(Built::Nfa(builder.build_rule(rule)?))
+                });
             }
         }
-        phase("nfa", format!("{} nfa states", nfas.iter().flatten().map(|n| n.n_states()).sum::<usize>()));
+        let nfa_states: usize =
+            built.iter().flatten().map(|b| if let Built::Nfa(n) = b { n.n_states() } else { 0 }).sum();
+        phase("nfa", format!("{nfa_states} nfa states"));
         // The synthetic start rule: start --root--> accept.
         let start_rule = n_rules as u32;
-        nfas.push(Some(Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1)));
+        built.push(Some(Built::Nfa(Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1))));
 
         // 2. Subset construction per rule, over its own byte classes, into one global numbering.
         let mut a = Automaton {
@@ -370,8 +380,8 @@ impl Automaton {
         let mut dfas: Vec<(u32, RuleDfa)> = Vec::new();
         let (mut scratch, mut min_scratch) = (SubsetScratch::default(), MinimizeScratch::default());
         let (mut n_states, mut n_entries) = (0, 0);
-        for (r, nfa) in nfas.iter().enumerate() {
-            let Some(nfa) = nfa else { continue };
+        for (r, b) in built.into_iter().enumerate() {
+            let Some(b) = b else { continue };
             if std::time::Instant::now() > deadline {
                 return Err(CompileError::LimitExceeded {
                     limit: LimitKind::CompileTime,
@@ -381,22 +391,40 @@ impl Automaton {
             }
             // Room left under both size limits; the first to bind names the error.
             let by_count = limits.max_automaton_states.saturating_sub(n_states);
-            let classes = byte_classes(nfa);
+            let classes = match &b {
+                Built::Nfa(nfa) => byte_classes(nfa),
+                Built::Dfa(dfa) => (dfa.class, dfa.n_classes),
+            };
             let by_memory = (limits.max_automaton_bytes / 4).saturating_sub(n_entries) / classes.1;
-            let mut dfa =
-                determinize(nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch).map_err(|stop| {
-                    let (limit, value) = match stop {
-                        Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
-                        _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
-                        _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
-                    };
-                    CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
-                })?;
-            let before = dfa.n_states();
-            dfa.minimize(&mut min_scratch);
-            if trace && before > 2000 {
-                eprintln!("    rule {} nfa {} dfa {before} min {}", a.rule_names[r], nfa.n_states(), dfa.n_states());
-            }
+            let stopped = |stop: Unfinished| {
+                let (limit, value) = match stop {
+                    Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
+                    _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
+                    _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
+                };
+                CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
+            };
+            let dfa = match b {
+                Built::Dfa(dfa) if dfa.n_states() > by_count.min(by_memory) => {
+                    return Err(stopped(Unfinished::TooManyStates))
+                }
+                Built::Dfa(dfa) => *dfa,
+                Built::Nfa(nfa) => {
+                    let mut dfa = determinize(&nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch)
+                        .map_err(stopped)?;
+                    let before = dfa.n_states();
+                    dfa.minimize(&mut min_scratch);
+                    if trace && before > 2000 {
+                        eprintln!(
+                            "    rule {} nfa {} dfa {before} min {}",
+                            a.rule_names[r],
+                            nfa.n_states(),
+                            dfa.n_states()
+                        );
+                    }
+                    dfa
+                }
+            };
             a.rule_start[r] = n_states as u32;
             n_states += dfa.n_states();
             n_entries += dfa.n_states() * dfa.n_classes;
@@ -993,6 +1021,12 @@ fn byte_classes(nfa: &Nfa) -> ([u8; 256], usize) {
             boundary[hi as usize + 1] = true;
         }
     }
+    classes_of(&boundary)
+}
+
+/// Bytes numbered by class, a new class at each boundary (`boundary[b]`: byte `b`
+/// starts a class): `(class of each byte, number of classes)`.
+fn classes_of(boundary: &[bool; 257]) -> ([u8; 256], usize) {
     let mut class = [0u8; 256];
     let mut c = 0usize;
     for b in 0..256 {
@@ -1002,6 +1036,13 @@ fn byte_classes(nfa: &Nfa) -> ([u8; 256], usize) {
         class[b] = c as u8;
     }
     (class, c + 1)
+}
+
+/// A rule on its way to its automaton.
+enum Built {
+    Nfa(Nfa),
+    /// Built directly (see `chain.rs`), already minimal.
+    Dfa(Box<RuleDfa>),
 }
 
 /// Why a subset construction gave up.

@@ -1,5 +1,6 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
 
+use super::chain::{Counted, CHAIN_MIN_COUNT};
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -103,6 +104,43 @@ impl<'a> NfaBuilder<'a> {
         let end = self.build(body, start, 0)?;
         let parts = std::mem::take(&mut self.nfa);
         Ok(Nfa::new(parts.n_states as usize, &parts.edges, end))
+    }
+
+    /// `rule`'s body as literals around one long counted repetition whose body has a
+    /// small automaton (built here), for [`super::chain`]; `None` for other shapes.
+    pub fn counted_rule(&mut self, rule: RuleId) -> Result<Option<Counted>, CompileError> {
+        /// The body's items in order, `Seq`s flattened; `false` past anything but
+        /// literals and repetitions.
+        fn flatten<'e>(e: &'e Expr, items: &mut Vec<&'e Expr>) -> bool {
+            match e {
+                Expr::Empty => true,
+                Expr::Seq(v) => v.iter().all(|x| flatten(x, items)),
+                Expr::Literal(_) | Expr::Repeat { .. } => {
+                    items.push(e);
+                    true
+                }
+                _ => false,
+            }
+        }
+        let grammar = self.grammar;
+        let mut items = Vec::new();
+        if !flatten(&grammar.rule(rule).body, &mut items) {
+            return Ok(None);
+        }
+        let mut repeats = items.iter().enumerate().filter(|(_, e)| matches!(e, Expr::Repeat { .. }));
+        let (Some((at, &&Expr::Repeat { ref expr, min, max: Some(max) })), None) = (repeats.next(), repeats.next())
+        else {
+            return Ok(None);
+        };
+        if max < CHAIN_MIN_COUNT || max > self.limits.max_repetition {
+            return Ok(None);
+        }
+        self.rule_name = grammar.rule(rule).name.clone();
+        let Some(body) = self.mini_dfa(Node::Expr(expr), 0)? else { return Ok(None) };
+        let literals = |part: &[&Expr]| {
+            part.iter().flat_map(|e| if let Expr::Literal(b) = e { b.as_slice() } else { &[] }).copied().collect()
+        };
+        Ok(Some(Counted { prefix: literals(&items[..at]), body, min, max, suffix: literals(&items[at + 1..]) }))
     }
 
     fn limit(&self, limit: LimitKind, value: usize) -> CompileError {
@@ -477,9 +515,9 @@ const MINI_MAX_STATES: usize = 2_000;
 
 /// The minimal deterministic automaton of one repetition body, in the NFA's edge form
 /// (state 0 the start; no ε edges), stamped once per copy of the repetition.
-struct MiniDfa {
-    finals: Vec<bool>,
-    edges: Vec<Vec<Edge>>,
+pub(super) struct MiniDfa {
+    pub finals: Vec<bool>,
+    pub edges: Vec<Vec<Edge>>,
 }
 
 impl MiniDfa {
