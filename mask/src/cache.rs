@@ -145,14 +145,39 @@ fn walk(
         charted: 1,
     };
     path.record(a, chart, 0);
-    let mut i = 1;
-    while i < trie.nodes.len() {
+    // The first bytes the start set can take: a root child on another byte is dead, and
+    // with nothing before it on its path to carry its tokens.
+    let first = match path.single[0] {
+        Item { state: DEAD, .. } => path.next_bytes[0],
+        it => a.first_bytes[it.state as usize],
+    };
+    for &(byte, child) in &trie.root_children {
+        if roots[byte as usize] && has_byte(&first, byte) {
+            walk_subtree(a, trie, child as usize, chart, &mut path, vocab, follow, accepted, uncertain, scratch)?;
+        }
+    }
+    Ok(())
+}
+
+/// The depth-first walk of the subtree of root child `child` (see [`walk`]).
+#[allow(clippy::too_many_arguments)]
+fn walk_subtree(
+    a: &Automaton,
+    trie: &TokenTrie,
+    child: usize,
+    chart: &mut Chart,
+    path: &mut Path,
+    vocab: &crate::vocab::Vocabulary,
+    follow: &[u64; 4],
+    accepted: &mut [u32],
+    uncertain: &mut Vec<(u32, u32)>,
+    scratch: &mut Scratch,
+) -> Result<(), LimitKind> {
+    let end = trie.nodes[child].subtree_end as usize;
+    let mut i = child;
+    while i < end {
         let node = trie.nodes[i];
         let depth = node.depth as usize;
-        if depth == 1 && !roots[node.byte as usize] {
-            i = node.subtree_end as usize;
-            continue;
-        }
         let parent = path.single[depth - 1];
         path.charted = path.charted.min(depth);
         let step = if parent.state != DEAD {

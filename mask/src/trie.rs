@@ -28,6 +28,10 @@ pub(crate) struct TokenTrie {
     pub max_depth: usize,
     /// Per node: the ASCII bytes on the edges of its subtree (its own edge included).
     pub subtree_ascii: Vec<u128>,
+    /// The root's children, `(byte, node)` in order: a walk that takes few first bytes
+    /// finds them here instead of visiting every first byte's node, hundreds spread
+    /// over the whole trie in a big vocabulary.
+    pub root_children: Vec<(u8, u32)>,
 }
 
 impl TokenTrie {
@@ -100,7 +104,8 @@ impl TokenTrie {
             nodes[n].height = below.saturating_add(1);
             nodes[n].utf8 = utf8_from(&nodes, n);
         }
-        TokenTrie { nodes, token_ids, max_depth, subtree_ascii }
+        let root_children = children(&nodes, 0).map(|c| (nodes[c].byte, c as u32)).collect();
+        TokenTrie { nodes, token_ids, max_depth, subtree_ascii, root_children }
     }
 
     /// The ids whose bytes end at node `n`.
