@@ -293,13 +293,17 @@ impl Automaton {
         if grammar.root.0 as usize >= grammar.rules.len() {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
-        check_references(grammar)?;
+        let callees = checked_callees(grammar)?;
         // Splitting only adds rules, whose references are its own (and checked when built).
         let split = split::split_long_repetitions(grammar, limits);
+        let callees = match &split {
+            Some(g) => checked_callees(g)?,
+            None => callees,
+        };
         let grammar = split.as_ref().unwrap_or(grammar);
         let n_rules = grammar.rules.len();
         let regexes = Regexes::default();
-        let inline = choose_inlined(grammar, &regexes);
+        let inline = choose_inlined(grammar, &callees, &regexes);
         let representative = representatives(grammar, &inline);
 
         // 1. Thompson NFAs of the rules that stay rules.
@@ -619,19 +623,20 @@ struct Reaches {
     text_exact: Vec<bool>,
 }
 
-fn check_references(grammar: &Grammar) -> Result<(), CompileError> {
-    for rule in &grammar.rules {
-        let mut bad = None;
-        rule.body.for_each_rule(&mut |id| {
-            if id.0 as usize >= grammar.rules.len() {
-                bad = Some(id.0);
+/// The rules each rule calls, in order; an error at a call of a rule that does not exist.
+fn checked_callees(grammar: &Grammar) -> Result<Vec<Vec<u32>>, CompileError> {
+    grammar
+        .rules
+        .iter()
+        .map(|rule| {
+            let mut callees = Vec::new();
+            rule.body.for_each_rule(&mut |id| callees.push(id.0));
+            match callees.iter().find(|&&id| id as usize >= grammar.rules.len()) {
+                Some(&id) => Err(CompileError::DanglingRule { rule: rule.name.clone(), id }),
+                None => Ok(callees),
             }
-        });
-        if let Some(id) = bad {
-            return Err(CompileError::DanglingRule { rule: rule.name.clone(), id });
-        }
-    }
-    Ok(())
+        })
+        .collect()
 }
 
 /// Each rule's representative: the first rule with the same body, the root before all
@@ -688,22 +693,14 @@ fn regex_size(pattern: &str, regexes: &Regexes) -> usize {
     }
 }
 
-/// Rules to expand in place: not recursive, not the root, and small.
+/// Rules to expand in place: not recursive, not the root, and small (`callees`: each
+/// rule's calls, from [`checked_callees`]).
 ///
 /// Linear in the grammar and without recursion on the call graph (a chain of 100,000
 /// rules must neither take quadratic time nor overflow the stack).
-fn choose_inlined(grammar: &Grammar, regexes: &Regexes) -> Vec<bool> {
+fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) -> Vec<bool> {
     let n = grammar.rules.len();
-    let callees: Vec<Vec<u32>> = grammar
-        .rules
-        .iter()
-        .map(|r| {
-            let mut v = Vec::new();
-            r.body.for_each_rule(&mut |id| v.push(id.0));
-            v
-        })
-        .collect();
-    let recursive = recursive_rules(&callees);
+    let recursive = recursive_rules(callees);
     // Decide callees first (non-recursive rules form a DAG), so that a small rule whose
     // callees are inlined counts their size too: only small expansions are inlined.
     // An explicit post-order walk: a rule is sized once all its callees are.
