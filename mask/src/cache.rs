@@ -152,96 +152,81 @@ fn walk(
         it => a.first_bytes[it.state as usize],
     };
     for &(byte, child) in &trie.root_children {
-        if roots[byte as usize] && has_byte(&first, byte) {
-            walk_subtree(a, trie, child as usize, chart, &mut path, vocab, follow, accepted, uncertain, scratch)?;
-        }
-    }
-    Ok(())
-}
-
-/// The depth-first walk of the subtree of root child `child` (see [`walk`]).
-#[allow(clippy::too_many_arguments)]
-fn walk_subtree(
-    a: &Automaton,
-    trie: &TokenTrie,
-    child: usize,
-    chart: &mut Chart,
-    path: &mut Path,
-    vocab: &crate::vocab::Vocabulary,
-    follow: &[u64; 4],
-    accepted: &mut [u32],
-    uncertain: &mut Vec<(u32, u32)>,
-    scratch: &mut Scratch,
-) -> Result<(), LimitKind> {
-    let end = trie.nodes[child].subtree_end as usize;
-    let mut i = child;
-    while i < end {
-        let node = trie.nodes[i];
-        let depth = node.depth as usize;
-        let parent = path.single[depth - 1];
-        path.charted = path.charted.min(depth);
-        let step = if parent.state != DEAD {
-            if whole_subtree_alive(a, trie, i, parent) {
-                trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(accepted, t));
-                i = node.subtree_end as usize;
-                continue;
-            }
-            match a.next(parent.state, node.byte) {
-                DEAD => Step::Dead,
-                t if a.steps_alone(t, parent.origin) => Step::Alone(t),
-                _ => Step::Full,
-            }
-        } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
-            Step::Full
-        } else {
-            Step::Dead
-        };
-        let alive = match step {
-            Step::Dead => {
-                path.escape[depth] = false;
-                false
-            }
-            Step::Alone(t) => {
-                path.single[depth] = Item { state: t, origin: parent.origin };
-                path.escape[depth] = parent.origin == NO_ORIGIN && a.is_final[t as usize];
-                true
-            }
-            Step::Full => {
-                // Bring the chart up to the parent's set, then step.
-                chart.truncate(path.charted);
-                for k in path.charted..depth {
-                    debug_assert_ne!(path.single[k].state, DEAD, "sets left out of the chart have one item");
-                    chart.push_set(a, [path.single[k]], scratch);
-                }
-                let info = chart.scan_byte(a, node.byte, scratch);
-                if info.overflow {
-                    return Err(scratch.overflow_kind());
-                }
-                path.charted = depth + 1;
-                path.escape[depth] = info.escaped;
-                path.record(a, chart, depth)
-            }
-        };
-        path.escapes_to[depth] = path.escapes_to[depth - 1] + path.escape[depth] as u32;
-        if alive {
-            trie.tokens(i).iter().for_each(|&t| bitmask::set(accepted, t));
-            i += 1;
+        if !roots[byte as usize] || !has_byte(&first, byte) {
             continue;
         }
-        // Dead end: only the escapes on this path can still carry the subtree's tokens.
-        if path.escapes_to[depth] > 0 {
-            let on_path: Vec<u32> = (1..=depth).filter(|&j| path.escape[j]).map(|j| j as u32).collect();
-            for (m, token) in trie.subtree_tokens(i) {
-                if m == i && path.escape[depth] {
-                    bitmask::set(accepted, token);
+        // The child's subtree, depth first.
+        let end = trie.nodes[child as usize].subtree_end as usize;
+        let mut i = child as usize;
+        while i < end {
+            let node = trie.nodes[i];
+            let depth = node.depth as usize;
+            let parent = path.single[depth - 1];
+            path.charted = path.charted.min(depth);
+            let step = if parent.state != DEAD {
+                if whole_subtree_alive(a, trie, i, parent) {
+                    trie.subtree_ids(i).iter().for_each(|&t| bitmask::set(accepted, t));
+                    i = node.subtree_end as usize;
                     continue;
                 }
-                // A suffix whose first byte no caller can ever take is never allowed.
-                let bytes = vocab.token_bytes(token);
-                uncertain.extend(on_path.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, j)));
+                match a.next(parent.state, node.byte) {
+                    DEAD => Step::Dead,
+                    t if a.steps_alone(t, parent.origin) => Step::Alone(t),
+                    _ => Step::Full,
+                }
+            } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
+                Step::Full
+            } else {
+                Step::Dead
+            };
+            let alive = match step {
+                Step::Dead => {
+                    path.escape[depth] = false;
+                    false
+                }
+                Step::Alone(t) => {
+                    path.single[depth] = Item { state: t, origin: parent.origin };
+                    path.escape[depth] = parent.origin == NO_ORIGIN && a.is_final[t as usize];
+                    true
+                }
+                Step::Full => {
+                    // Bring the chart up to the parent's set, then step.
+                    chart.truncate(path.charted);
+                    for k in path.charted..depth {
+                        debug_assert_ne!(path.single[k].state, DEAD, "sets left out of the chart have one item");
+                        chart.push_set(a, [path.single[k]], scratch);
+                    }
+                    let info = chart.scan_byte(a, node.byte, scratch);
+                    if info.overflow {
+                        return Err(scratch.overflow_kind());
+                    }
+                    path.charted = depth + 1;
+                    path.escape[depth] = info.escaped;
+                    path.record(a, chart, depth)
+                }
+            };
+            path.escapes_to[depth] = path.escapes_to[depth - 1] + path.escape[depth] as u32;
+            if alive {
+                trie.tokens(i).iter().for_each(|&t| bitmask::set(accepted, t));
+                i += 1;
+                continue;
             }
+            // Dead end: only the escapes on this path can still carry the subtree's tokens.
+            if path.escapes_to[depth] > 0 {
+                let on_path: Vec<u32> = (1..=depth).filter(|&j| path.escape[j]).map(|j| j as u32).collect();
+                for (m, token) in trie.subtree_tokens(i) {
+                    if m == i && path.escape[depth] {
+                        bitmask::set(accepted, token);
+                        continue;
+                    }
+                    // A suffix whose first byte no caller can ever take is never allowed.
+                    let bytes = vocab.token_bytes(token);
+                    uncertain
+                        .extend(on_path.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, j)));
+                }
+            }
+            i = node.subtree_end as usize;
         }
-        i = node.subtree_end as usize;
     }
     Ok(())
 }

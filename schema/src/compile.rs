@@ -570,11 +570,9 @@ impl<'o> Ctx<'o> {
             .collect();
         let joined = joined.join("|");
         nodes[picked[0]].str.patterns[0].0 = joined;
-        let mut i = 0;
-        nodes.retain(|_| {
-            i += 1;
-            !picked[1..].contains(&(i - 1))
-        });
+        for &i in picked[1..].iter().rev() {
+            nodes.remove(i);
+        }
         Ok(())
     }
 

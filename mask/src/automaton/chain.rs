@@ -9,7 +9,7 @@
 //! out, row by row, from `X`'s rows.
 
 use super::nfa::{Edge, MiniDfa};
-use super::{classes_of, EdgeRows, RuleDfa, DEAD};
+use super::{classes_of, mark_boundaries, EdgeRows, RuleDfa, DEAD};
 
 /// Repetitions shorter than this go through the subset construction like the rest.
 pub(super) const CHAIN_MIN_COUNT: u32 = 256;
@@ -39,12 +39,7 @@ pub(super) fn chain_dfa(c: &Counted) -> Option<RuleDfa> {
     }
     // Byte classes: the body's edges and the literals' bytes split them.
     let mut boundary = [false; 257];
-    for e in body.edges.iter().flatten() {
-        if let Edge::Bytes { lo, hi, .. } = *e {
-            boundary[lo as usize] = true;
-            boundary[hi as usize + 1] = true;
-        }
-    }
+    mark_boundaries(&mut boundary, body.edges.iter().flatten());
     for &b in c.prefix.iter().chain(&c.suffix) {
         boundary[b as usize] = true;
         boundary[b as usize + 1] = true;

@@ -166,6 +166,13 @@ impl Automaton {
         &self.trans[row.start as usize..row.start as usize + self.class_maps[row.classes as usize].len()]
     }
 
+    /// State `s`'s transitions, to change (see [`Automaton::row`]).
+    fn row_mut(&mut self, s: usize) -> &mut [u32] {
+        let row = self.rows[s];
+        let len = self.class_maps[row.classes as usize].len();
+        &mut self.trans[row.start as usize..row.start as usize + len]
+    }
+
     /// The byte classes of state `s`'s row.
     pub fn classes(&self, s: usize) -> &ClassMap {
         &self.class_maps[self.rows[s].classes as usize]
@@ -1012,13 +1019,18 @@ fn group_into_rows<T: Copy, I: Iterator<Item = (u32, T)>>(
 /// The byte classes of an NFA's edges: bytes no edge tells apart share a class.
 fn byte_classes(nfa: &Nfa) -> ([u8; 256], usize) {
     let mut boundary = [false; 257];
-    for e in nfa.all_edges() {
+    mark_boundaries(&mut boundary, nfa.all_edges());
+    classes_of(&boundary)
+}
+
+/// Marks where the byte ranges of `edges` start and end (see [`classes_of`]).
+fn mark_boundaries<'e>(boundary: &mut [bool; 257], edges: impl IntoIterator<Item = &'e Edge>) {
+    for e in edges {
         if let Edge::Bytes { lo, hi, .. } = *e {
             boundary[lo as usize] = true;
             boundary[hi as usize + 1] = true;
         }
     }
-    classes_of(&boundary)
 }
 
 /// Bytes numbered by class, a new class at each boundary (`boundary[b]`: byte `b`
@@ -1291,8 +1303,7 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
         return;
     }
     for s in 0..n {
-        let (start, len) = (a.rows[s].start as usize, a.classes(s).len());
-        for t in &mut a.trans[start..start + len] {
+        for t in a.row_mut(s) {
             if *t != DEAD && !live[*t as usize] {
                 *t = DEAD;
             }
