@@ -93,8 +93,14 @@ pub(super) fn chain_dfa(c: &Counted) -> Option<RuleDfa> {
         }
         None => (c.min as usize..=n).for_each(|i| is_final[copy_state(i, 0) as usize] = true),
     }
-    let no_edges = || EdgeRows { items: Vec::new(), ends: vec![0; total] };
-    Some(RuleDfa { class, n_classes: nc, trans, is_final, calls: no_edges(), token_edges: no_edges() })
+    Some(RuleDfa {
+        class,
+        n_classes: nc,
+        trans,
+        is_final,
+        calls: EdgeRows::empty(total),
+        token_edges: EdgeRows::empty(total),
+    })
 }
 
 #[cfg(test)]

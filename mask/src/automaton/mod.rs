@@ -81,18 +81,18 @@ pub(crate) struct Automaton {
     pub state_rule: Vec<u32>,
     pub is_final: Vec<bool>,
     /// `(rule, next state)` per state.
-    pub calls: Vec<Vec<(u32, u32)>>,
+    pub calls: Rows<(u32, u32)>,
     /// `(terminal, next state)` per state.
-    pub token_edges: Vec<Vec<(u32, u32)>>,
+    pub token_edges: Rows<(u32, u32)>,
     pub terminals: Vec<TokenTerminal>,
     /// Start state per rule ([`DEAD`] for inlined rules); the last rule is the synthetic start.
     pub rule_start: Vec<u32>,
     pub rule_nullable: Vec<bool>,
     pub rule_names: Vec<String>,
     /// States reachable from a state through calls of nullable rules (same origin), excluding itself.
-    pub same_origin: Vec<Vec<u32>>,
+    pub same_origin: Rows<u32>,
     /// States predicted at the current position by a state (or its `same_origin` states).
-    pub predicted: Vec<Vec<u32>>,
+    pub predicted: Rows<u32>,
     /// The bytes a state has transitions on.
     pub first_bytes: Vec<[u64; 4]>,
     /// Runs (see `compute_runs`): per state, the ASCII bytes that move it where `a` does,
@@ -365,14 +365,14 @@ impl Automaton {
             trans: Vec::new(),
             state_rule: Vec::new(),
             is_final: Vec::new(),
-            calls: Vec::new(),
-            token_edges: Vec::new(),
+            calls: Rows::default(),
+            token_edges: Rows::default(),
             terminals: Vec::new(),
             rule_start: vec![DEAD; n_rules + 1],
             rule_nullable: vec![false; n_rules + 1],
             rule_names: grammar.rules.iter().map(|r| r.name.clone()).chain(["<start>".to_string()]).collect(),
-            same_origin: Vec::new(),
-            predicted: Vec::new(),
+            same_origin: Rows::default(),
+            predicted: Rows::default(),
             first_bytes: Vec::new(),
             run_bytes: Vec::new(),
             run_len: Vec::new(),
@@ -387,10 +387,9 @@ impl Automaton {
             accept_state: 0,
         };
         let deadline = started + limits.max_compile_time;
-        // Each rule's automaton on its own, then all of them in one table of known size.
-        let mut dfas: Vec<(u32, RuleDfa)> = Vec::new();
+        // Each rule's automaton on its own, appended to the table as soon as it is done.
         let (mut scratch, mut min_scratch) = (SubsetScratch::default(), MinimizeScratch::default());
-        let (mut n_states, mut n_entries) = (0, 0);
+        let mut class_ids = FxHashMap::default();
         for (r, b) in built.into_iter().enumerate() {
             let Some(b) = b else { continue };
             if std::time::Instant::now() > deadline {
@@ -401,12 +400,12 @@ impl Automaton {
                 });
             }
             // Room left under both size limits; the first to bind names the error.
-            let by_count = limits.max_automaton_states.saturating_sub(n_states);
+            let by_count = limits.max_automaton_states.saturating_sub(a.n_states());
             let classes = match &b {
                 Built::Nfa(nfa) => byte_classes(nfa),
                 Built::Dfa(dfa) => (dfa.class, dfa.n_classes),
             };
-            let by_memory = (limits.max_automaton_bytes / 4).saturating_sub(n_entries) / classes.1;
+            let by_memory = (limits.max_automaton_bytes / 4).saturating_sub(a.trans.len()) / classes.1;
             let stopped = |stop: Unfinished| {
                 let (limit, value) = match stop {
                     Unfinished::OutOfTime => (LimitKind::CompileTime, limits.max_compile_time.as_millis() as usize),
@@ -436,15 +435,9 @@ impl Automaton {
                     dfa
                 }
             };
-            a.rule_start[r] = n_states as u32;
-            n_states += dfa.n_states();
-            n_entries += dfa.n_states() * dfa.n_classes;
-            dfas.push((r as u32, dfa));
-        }
-        a.reserve(n_states, n_entries);
-        let mut class_ids = FxHashMap::default();
-        for (r, dfa) in &dfas {
-            a.append(*r, dfa, &mut class_ids);
+            a.rule_start[r] = a.n_states() as u32;
+            a.append(r as u32, &dfa, &mut class_ids);
+            scratch.recycle(dfa);
         }
         phase("det+min", format!("{} states, {} table entries", a.n_states(), a.trans.len()));
         a.terminals = terminals;
@@ -854,17 +847,32 @@ struct RuleDfa {
     token_edges: EdgeRows,
 }
 
-/// Per-state lists of `(label, next state)` in one buffer (most states have none: a
-/// list of its own per state was an allocation each).
-#[derive(Default)]
-struct EdgeRows {
-    items: Vec<(u32, u32)>,
+/// Per-state lists in one buffer (most states have none: a list of its own per state
+/// was an allocation each). `rows[s]` is state `s`'s list.
+#[derive(Debug, Clone)]
+pub(crate) struct Rows<T> {
+    items: Vec<T>,
     /// State `s`'s list ends at `ends[s]` and starts where the previous one ends.
     ends: Vec<u32>,
 }
 
-impl EdgeRows {
-    fn get(&self, s: usize) -> &[(u32, u32)] {
+/// Per-state `(label, next state)` lists: calls (label: the rule) or token edges (label:
+/// the terminal).
+type EdgeRows = Rows<(u32, u32)>;
+
+impl<T> Default for Rows<T> {
+    fn default() -> Self {
+        Rows { items: Vec::new(), ends: Vec::new() }
+    }
+}
+
+impl<T> Rows<T> {
+    /// `n` empty lists.
+    fn empty(n: usize) -> Self {
+        Rows { items: Vec::new(), ends: vec![0; n] }
+    }
+
+    fn get(&self, s: usize) -> &[T] {
         let start = if s == 0 { 0 } else { self.ends[s - 1] };
         &self.items[start as usize..self.ends[s] as usize]
     }
@@ -873,6 +881,50 @@ impl EdgeRows {
     fn end_row(&mut self) {
         self.ends.push(self.items.len() as u32);
     }
+
+    /// Appends a state's list.
+    fn push_row(&mut self, items: impl IntoIterator<Item = T>) {
+        self.items.extend(items);
+        self.end_row();
+    }
+
+    /// Keeps, in every list, the items `keep` holds to.
+    fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let (mut start, mut kept) = (0usize, 0usize);
+        for s in 0..self.ends.len() {
+            let end = self.ends[s] as usize;
+            for i in start..end {
+                if keep(&self.items[i]) {
+                    self.items.swap(kept, i);
+                    kept += 1;
+                }
+            }
+            self.ends[s] = kept as u32;
+            start = end;
+        }
+        self.items.truncate(kept);
+    }
+}
+
+impl<T> std::ops::Index<usize> for Rows<T> {
+    type Output = [T];
+
+    fn index(&self, s: usize) -> &[T] {
+        self.get(s)
+    }
+}
+
+impl Default for RuleDfa {
+    fn default() -> Self {
+        RuleDfa {
+            class: [0; 256],
+            n_classes: 0,
+            trans: Vec::new(),
+            is_final: Vec::new(),
+            calls: EdgeRows::default(),
+            token_edges: EdgeRows::default(),
+        }
+    }
 }
 
 impl RuleDfa {
@@ -880,12 +932,23 @@ impl RuleDfa {
         self.is_final.len()
     }
 
+    /// No states, over the byte classes `class` (keeping the buffers).
+    fn reset(&mut self, class: [u8; 256], n_classes: usize) {
+        (self.class, self.n_classes) = (class, n_classes);
+        self.trans.clear();
+        self.is_final.clear();
+        for rows in [&mut self.calls, &mut self.token_edges] {
+            rows.items.clear();
+            rows.ends.clear();
+        }
+    }
+
     /// Merges equivalent states (partition refinement, see
     /// [`minimize::Refiner`]), keeping the start state first. Fewer states means
     /// fewer mask-cache entries.
     fn minimize(&mut self, scratch: &mut MinimizeScratch) {
         let (n, nc) = (self.n_states(), self.n_classes);
-        let MinimizeScratch { transitions, refiner } = scratch;
+        let MinimizeScratch { transitions, refiner, merged, order } = scratch;
         // By label (partition refinement sorts them so: this way it finds them sorted).
         transitions.clear();
         for c in 0..nc {
@@ -912,25 +975,21 @@ impl RuleDfa {
             return;
         }
         // One representative per class, in class order (the start state's class is 0).
-        let mut order = Vec::with_capacity(n_classes);
+        order.clear();
         for (i, &c) in class.iter().enumerate() {
             if c as usize == order.len() {
                 order.push(i);
             }
         }
         let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize] };
-        let map_rows = |rows: &EdgeRows| {
-            let mut out = EdgeRows::default();
-            for &s in &order {
-                out.items.extend(rows.get(s).iter().map(|&(x, t)| (x, map(t))));
-                out.end_row();
-            }
-            out
-        };
-        self.trans = order.iter().flat_map(|&s| self.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t))).collect();
-        self.is_final = order.iter().map(|&s| self.is_final[s]).collect();
-        self.calls = map_rows(&self.calls);
-        self.token_edges = map_rows(&self.token_edges);
+        merged.reset(self.class, nc);
+        for &s in order.iter() {
+            merged.trans.extend(self.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
+            merged.is_final.push(self.is_final[s]);
+            merged.calls.push_row(self.calls.get(s).iter().map(|&(x, t)| (x, map(t))));
+            merged.token_edges.push_row(self.token_edges.get(s).iter().map(|&(x, t)| (x, map(t))));
+        }
+        std::mem::swap(self, merged);
     }
 
     /// State `s`'s transitions as NFA edges (byte classes are byte intervals; neighbours
@@ -955,16 +1014,6 @@ impl RuleDfa {
 }
 
 impl Automaton {
-    /// Room for `n` states with `entries` transitions in the per-state tables.
-    fn reserve(&mut self, n: usize, entries: usize) {
-        self.trans.reserve_exact(entries);
-        self.rows.reserve_exact(n);
-        self.calls.reserve_exact(n);
-        self.token_edges.reserve_exact(n);
-        self.is_final.reserve_exact(n);
-        self.state_rule.reserve_exact(n);
-    }
-
     /// Appends `dfa` as `rule`'s states; `class_ids` finds class maps already kept.
     fn append(&mut self, rule: u32, dfa: &RuleDfa, class_ids: &mut FxHashMap<[u8; 256], u32>) {
         let base = self.n_states() as u32;
@@ -977,8 +1026,8 @@ impl Automaton {
         self.rows.extend((0..dfa.n_states() as u32).map(|s| Row { start: start + s * dfa.n_classes as u32, classes }));
         self.trans.extend(dfa.trans.iter().map(|&t| shift(t)));
         for s in 0..dfa.n_states() {
-            self.calls.push(dfa.calls.get(s).iter().map(|&(r, t)| (r, shift(t))).collect());
-            self.token_edges.push(dfa.token_edges.get(s).iter().map(|&(k, t)| (k, shift(t))).collect());
+            self.calls.push_row(dfa.calls.get(s).iter().map(|&(r, t)| (r, shift(t))));
+            self.token_edges.push_row(dfa.token_edges.get(s).iter().map(|&(k, t)| (k, shift(t))));
         }
         self.is_final.extend_from_slice(&dfa.is_final);
         self.state_rule.extend(std::iter::repeat_n(rule, dfa.n_states()));
@@ -1066,6 +1115,10 @@ enum Unfinished {
 struct MinimizeScratch {
     transitions: Vec<Transition>,
     refiner: minimize::Refiner,
+    /// The merged automaton is written here, then swapped with the rule's.
+    merged: RuleDfa,
+    /// One state per class.
+    order: Vec<usize>,
 }
 
 /// Buffers the subset construction keeps from one rule to the next (a grammar has many
@@ -1080,6 +1133,15 @@ struct SubsetScratch {
     set: Vec<u32>,
     moves: Vec<(u8, u32)>,
     labelled: Vec<(bool, u32, u32)>,
+    /// A finished rule's buffers, for the next one (see [`SubsetScratch::recycle`]).
+    spare: RuleDfa,
+}
+
+impl SubsetScratch {
+    /// Gives back the buffers of a rule's automaton once it is copied into the table.
+    fn recycle(&mut self, dfa: RuleDfa) {
+        self.spare = dfa;
+    }
 }
 
 /// Subset construction of `nfa` (start state 0, final state `nfa.accept`) over its
@@ -1091,15 +1153,9 @@ fn determinize(
     deadline: Option<std::time::Instant>,
     scratch: &mut SubsetScratch,
 ) -> Result<RuleDfa, Unfinished> {
-    let mut dfa = RuleDfa {
-        class,
-        n_classes,
-        trans: Vec::new(),
-        is_final: Vec::new(),
-        calls: EdgeRows::default(),
-        token_edges: EdgeRows::default(),
-    };
-    let SubsetScratch { seen, matters, closed, direct, direct_state, set, moves, labelled } = scratch;
+    let mut dfa = std::mem::take(&mut scratch.spare);
+    dfa.reset(class, n_classes);
+    let SubsetScratch { seen, matters, closed, direct, direct_state, set, moves, labelled, spare: _ } = scratch;
     seen.clear();
     seen.resize(nfa.n_states(), 0);
     let mut stamp = 1u32;
@@ -1282,9 +1338,7 @@ impl Successors {
 /// unproductive rules.
 fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
     let n = a.n_states();
-    for s in 0..n {
-        a.calls[s].retain(|(r, _)| productive[*r as usize]);
-    }
+    a.calls.retain(|(r, _)| productive[*r as usize]);
     // Predecessors in compressed rows, then a search backwards from the final states.
     let (mut pred_start, mut preds) = (Vec::new(), Vec::new());
     let reversed_edges = || {
@@ -1308,9 +1362,9 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
                 *t = DEAD;
             }
         }
-        a.calls[s].retain(|&(_, t)| live[t as usize]);
-        a.token_edges[s].retain(|&(_, t)| live[t as usize]);
     }
+    a.calls.retain(|&(_, t)| live[t as usize]);
+    a.token_edges.retain(|&(_, t)| live[t as usize]);
 }
 
 /// `same_origin` and `predicted` for every state (see the field docs).
@@ -1329,79 +1383,79 @@ fn compute_closures(a: &mut Automaton, limits: &Limits, deadline: std::time::Ins
     };
     let nullable = a.rule_nullable.clone();
     let mut set = StampSet::new(n);
-    let mut same_origin = Vec::with_capacity(n);
+    let mut same_origin = Rows::default();
+    let mut stack = Vec::new();
     for s in 0..n {
-        {
-            set.clear();
-            set.insert(s as u32);
-            let mut out: Vec<u32> = Vec::new();
-            let mut stack = vec![s as u32];
-            while let Some(x) = stack.pop() {
-                for &(r, t) in &a.calls[x as usize] {
-                    if nullable[r as usize] && set.insert(t) {
-                        out.push(t);
-                        stack.push(t);
-                    }
+        set.clear();
+        set.insert(s as u32);
+        let row = same_origin.items.len();
+        stack.push(s as u32);
+        while let Some(x) = stack.pop() {
+            for &(r, t) in &a.calls[x as usize] {
+                if nullable[r as usize] && set.insert(t) {
+                    same_origin.items.push(t);
+                    stack.push(t);
                 }
             }
-            budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
-            if s % 4096 == 4095 && std::time::Instant::now() > deadline {
-                return Err(over(a, s, LimitKind::CompileTime));
-            }
-            same_origin.push(out);
+        }
+        same_origin.end_row();
+        budget =
+            budget.checked_sub(same_origin.items.len() - row).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
+        if s % 4096 == 4095 && std::time::Instant::now() > deadline {
+            return Err(over(a, s, LimitKind::CompileTime));
         }
     }
     a.same_origin = same_origin;
     // Everything a rule predicts at its own start: its start state, the starts of the
     // rules its states call, and the states reached over nullable calls, transitively.
-    let mut rule_predict: Vec<Vec<u32>> = Vec::with_capacity(a.rule_start.len());
+    let mut rule_predict: Rows<u32> = Rows::default();
     for r in 0..a.rule_start.len() {
         let start = a.rule_start[r];
-        if start == DEAD {
-            rule_predict.push(Vec::new());
-            continue;
-        }
-        set.clear();
-        set.insert(start);
-        let mut out = vec![start];
-        let mut i = 0;
-        while i < out.len() {
-            for &(callee, t) in &a.calls[out[i] as usize] {
-                let callee_start = a.rule_start[callee as usize];
-                if set.insert(callee_start) {
-                    out.push(callee_start);
-                }
-                if nullable[callee as usize] && set.insert(t) {
-                    out.push(t);
-                }
-            }
-            i += 1;
-        }
-        budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, start as usize, LimitKind::AutomatonMemory))?;
-        if r % 1024 == 1023 && std::time::Instant::now() > deadline {
-            return Err(over(a, start as usize, LimitKind::CompileTime));
-        }
-        rule_predict.push(out);
-    }
-    let mut predicted = Vec::with_capacity(n);
-    for s in 0..n {
-        {
+        let row = rule_predict.items.len();
+        if start != DEAD {
             set.clear();
-            let mut out: Vec<u32> = Vec::new();
-            for x in std::iter::once(s as u32).chain(a.same_origin[s].iter().copied()) {
-                for &(callee, _) in &a.calls[x as usize] {
-                    for &y in &rule_predict[callee as usize] {
-                        if set.insert(y) {
-                            out.push(y);
-                        }
+            set.insert(start);
+            rule_predict.items.push(start);
+            let mut i = row;
+            while i < rule_predict.items.len() {
+                for &(callee, t) in &a.calls[rule_predict.items[i] as usize] {
+                    let callee_start = a.rule_start[callee as usize];
+                    if set.insert(callee_start) {
+                        rule_predict.items.push(callee_start);
+                    }
+                    if nullable[callee as usize] && set.insert(t) {
+                        rule_predict.items.push(t);
+                    }
+                }
+                i += 1;
+            }
+            budget = budget
+                .checked_sub(rule_predict.items.len() - row)
+                .ok_or_else(|| over(a, start as usize, LimitKind::AutomatonMemory))?;
+            if r % 1024 == 1023 && std::time::Instant::now() > deadline {
+                return Err(over(a, start as usize, LimitKind::CompileTime));
+            }
+        }
+        rule_predict.end_row();
+    }
+    let mut predicted = Rows::default();
+    for s in 0..n {
+        set.clear();
+        let row = predicted.items.len();
+        for x in std::iter::once(s as u32).chain(a.same_origin[s].iter().copied()) {
+            for &(callee, _) in &a.calls[x as usize] {
+                for &y in &rule_predict[callee as usize] {
+                    if set.insert(y) {
+                        predicted.items.push(y);
                     }
                 }
             }
-            budget = budget.checked_sub(out.len()).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
-            if s % 4096 == 4095 && std::time::Instant::now() > deadline {
-                return Err(over(a, s, LimitKind::CompileTime));
-            }
-            predicted.push(out);
+        }
+        predicted.end_row();
+        budget =
+            budget.checked_sub(predicted.items.len() - row).ok_or_else(|| over(a, s, LimitKind::AutomatonMemory))?;
+        if s % 4096 == 4095 && std::time::Instant::now() > deadline {
+            return Err(over(a, s, LimitKind::CompileTime));
         }
     }
     a.predicted = predicted;
@@ -1496,5 +1550,21 @@ impl StampSet {
         let new = *slot != self.current;
         *slot = self.current;
         new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rows;
+
+    #[test]
+    fn rows_keep_their_lists_apart_through_retain() {
+        let mut rows = Rows::default();
+        rows.push_row([1, 2, 3]);
+        rows.push_row([]);
+        rows.push_row([4, 5, 7]);
+        rows.retain(|&x| x % 2 == 1);
+        let lists: Vec<&[u32]> = (0..3).map(|s| &rows[s]).collect();
+        assert_eq!(lists, [&[1, 3][..], &[], &[5, 7]]);
     }
 }
