@@ -122,7 +122,7 @@ mod tests {
         let mut b = NfaBuilder::new(&g, &limits, &inline, &representative, &regexes, &mut no_tokens);
         let chain = b.counted_rule(g.root).unwrap().as_ref().and_then(chain_dfa);
         let nfa = b.build_rule(g.root).unwrap();
-        let mut dfa = determinize(&nfa, byte_classes(&nfa), usize::MAX, None, &mut Default::default()).unwrap();
+        let mut dfa = determinize(nfa, byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap();
         dfa.minimize(&mut Default::default());
         (chain, dfa)
     }

@@ -313,7 +313,7 @@ impl Automaton {
         let inline = choose_inlined(grammar, &callees, &regexes);
         let representative = representatives(grammar, &inline);
 
-        // 1. Thompson NFAs of the rules that stay rules.
+        // 1. Token terminals, numbered as the rules' NFAs meet them.
         let mut terminals: Vec<TokenTerminal> = Vec::new();
         let mut resolve = |t: &TokenRef, rule: &str| -> Result<u32, CompileError> {
             let id = match &t.token {
@@ -336,29 +336,9 @@ impl Automaton {
                 }
             })
         };
-        // Long counted strings come as automata already (`chain.rs`).
-        let mut built: Vec<Option<Built>> = Vec::with_capacity(n_rules + 1);
-        {
-            let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &regexes, &mut resolve);
-            for r in 0..n_rules {
-                let rule = RuleId(r as u32);
-                built.push(if inline[r] || representative[r] != r as u32 {
-                    None
-                } else if let Some(dfa) = builder.counted_rule(rule)?.as_ref().and_then(chain::chain_dfa) {
-                    Some(Built::Dfa(Box::new(dfa)))
-                } else {
-                    Some(Built::Nfa(builder.build_rule(rule)?))
-                });
-            }
-        }
-        let nfa_states: usize =
-            built.iter().flatten().map(|b| if let Built::Nfa(n) = b { n.n_states() } else { 0 }).sum();
-        phase("nfa", format!("{nfa_states} nfa states"));
-        // The synthetic start rule: start --root--> accept.
-        let start_rule = n_rules as u32;
-        built.push(Some(Built::Nfa(Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1))));
-
-        // 2. Subset construction per rule, over its own byte classes, into one global numbering.
+        // 2. Per rule that stays a rule: its Thompson NFA, subset construction over the
+        // rule's own byte classes and minimization (long counted strings come as automata
+        // already, `chain.rs`); appended to the table at once, in one global numbering.
         let mut a = Automaton {
             class_maps: Vec::new(),
             rows: Vec::new(),
@@ -387,11 +367,25 @@ impl Automaton {
             accept_state: 0,
         };
         let deadline = started + limits.max_compile_time;
-        // Each rule's automaton on its own, appended to the table as soon as it is done.
         let (mut scratch, mut min_scratch) = (SubsetScratch::default(), MinimizeScratch::default());
         let mut class_ids = FxHashMap::default();
-        for (r, b) in built.into_iter().enumerate() {
-            let Some(b) = b else { continue };
+        // The synthetic start rule: start --root--> accept.
+        let start_rule = n_rules as u32;
+        let start_nfa = Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1);
+        let mut nfa_states = 0;
+        let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &regexes, &mut resolve);
+        for r in 0..=n_rules {
+            let b = if r == n_rules {
+                Built::Nfa(&start_nfa)
+            } else if inline[r] || representative[r] != r as u32 {
+                continue;
+            } else if let Some(dfa) = builder.counted_rule(RuleId(r as u32))?.as_ref().and_then(chain::chain_dfa) {
+                Built::Dfa(Box::new(dfa))
+            } else {
+                let nfa = builder.build_rule(RuleId(r as u32))?;
+                nfa_states += nfa.n_states();
+                Built::Nfa(nfa)
+            };
             if std::time::Instant::now() > deadline {
                 return Err(CompileError::LimitExceeded {
                     limit: LimitKind::CompileTime,
@@ -420,7 +414,7 @@ impl Automaton {
                 }
                 Built::Dfa(dfa) => *dfa,
                 Built::Nfa(nfa) => {
-                    let mut dfa = determinize(&nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch)
+                    let mut dfa = determinize(nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch)
                         .map_err(stopped)?;
                     let before = dfa.n_states();
                     dfa.minimize(&mut min_scratch);
@@ -439,7 +433,11 @@ impl Automaton {
             a.append(r as u32, &dfa, &mut class_ids);
             scratch.recycle(dfa);
         }
-        phase("det+min", format!("{} states, {} table entries", a.n_states(), a.trans.len()));
+        drop(builder);
+        phase(
+            "nfa+det+min",
+            format!("{nfa_states} nfa states, {} states, {} table entries", a.n_states(), a.trans.len()),
+        );
         a.terminals = terminals;
         a.start_state = a.rule_start[start_rule as usize];
         a.accept_state = a.start_state + 1;
@@ -1097,8 +1095,8 @@ fn classes_of(boundary: &[bool; 257]) -> ([u8; 256], usize) {
 }
 
 /// A rule on its way to its automaton.
-enum Built {
-    Nfa(Nfa),
+enum Built<'n> {
+    Nfa(&'n Nfa),
     /// Built directly (see `chain.rs`), already minimal.
     Dfa(Box<RuleDfa>),
 }

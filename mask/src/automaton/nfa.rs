@@ -17,7 +17,7 @@ pub(crate) enum Edge {
 }
 
 /// ε-NFA of one rule: state 0 is the start, `accept` the only final state.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Nfa {
     /// Edges by source state: state `s`'s are `edges[first[s]..first[s + 1]]`.
     edges: Vec<Edge>,
@@ -70,6 +70,8 @@ pub(crate) struct NfaBuilder<'a> {
     /// The regex terminal being built, for its errors.
     pattern: String,
     nfa: Parts,
+    /// The last rule's NFA (its buffers are reused for the next).
+    built: Nfa,
 }
 
 impl<'a> NfaBuilder<'a> {
@@ -92,18 +94,22 @@ impl<'a> NfaBuilder<'a> {
             rule_name: String::new(),
             pattern: String::new(),
             nfa: Parts::default(),
+            built: Nfa::default(),
         }
     }
 
     /// The NFA of `rule`'s body.
-    pub fn build_rule(&mut self, rule: RuleId) -> Result<Nfa, CompileError> {
-        self.rule_name = self.grammar.rule(rule).name.clone();
-        self.nfa = Parts::default();
+    pub fn build_rule(&mut self, rule: RuleId) -> Result<&Nfa, CompileError> {
+        self.rule_name.clone_from(&self.grammar.rule(rule).name);
+        self.nfa.n_states = 0;
+        self.nfa.edges.clear();
         let start = self.new_state()?;
         let body = &self.grammar.rule(rule).body;
-        let end = self.build(body, start, 0)?;
-        let parts = std::mem::take(&mut self.nfa);
-        Ok(Nfa::new(parts.n_states as usize, &parts.edges, end))
+        self.built.accept = self.build(body, start, 0)?;
+        let Nfa { edges, first, .. } = &mut self.built;
+        let parts = &self.nfa;
+        super::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
+        Ok(&self.built)
     }
 
     /// `rule`'s body as literals around one long counted repetition whose body has a
