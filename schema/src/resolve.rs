@@ -30,6 +30,9 @@ pub(crate) struct Resources {
     pub doc_uris: Vec<String>,
     by_uri: HashMap<String, Loc>,
     anchors: HashMap<String, Loc>,
+    /// Base URI and draft where they are set: each document's root, and wherever a
+    /// subschema's `$id` or `$schema` changes them (a location takes its nearest
+    /// ancestor's, see [`Resources::info`]).
     info: HashMap<Loc, (Url, Draft)>,
     default_draft: Draft,
 }
@@ -53,6 +56,16 @@ const SINGLE: &[&str] = &[
 const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
 const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+
+/// Appends `/` and `t`, escaped, to pointer `ptr`.
+fn push_token(ptr: &mut String, t: &str) {
+    ptr.push('/');
+    if t.contains(['~', '/']) {
+        ptr.push_str(&t.replace('~', "~0").replace('/', "~1"));
+    } else {
+        ptr.push_str(t);
+    }
+}
 
 pub(crate) fn escape_pointer_token(t: &str) -> String {
     if t.contains(['~', '/']) {
@@ -128,15 +141,18 @@ impl Resources {
         let doc = std::sync::Arc::new(doc);
         self.docs.push(doc.clone());
         let draft = self.default_draft;
-        self.index(idx, String::new(), &doc, base, draft);
+        self.info.insert((idx, String::new()), (base.clone(), draft));
+        self.index(idx, &mut String::new(), &doc, &base, draft);
         idx
     }
 
-    fn index(&mut self, doc: usize, ptr: String, v: &Value, mut base: Url, mut draft: Draft) {
+    /// Indexes the subschema `v` at `ptr` (restored on return) of document `doc`, whose
+    /// parent's base URI and draft are `parent_base` and `parent_draft`.
+    fn index(&mut self, doc: usize, ptr: &mut String, v: &Value, parent_base: &Url, parent_draft: Draft) {
         let Value::Object(m) = v else {
-            self.info.insert((doc, ptr), (base, draft));
             return;
         };
+        let (mut base, mut draft) = (std::borrow::Cow::Borrowed(parent_base), parent_draft);
         if let Some(d) = m.get("$schema").and_then(Value::as_str).and_then(Draft::from_uri) {
             draft = d;
         }
@@ -149,7 +165,7 @@ impl Resources {
                         self.anchors.insert(format!("{}#{}", normalize_uri(base.as_str()), name), (doc, ptr.clone()));
                     }
                 } else if let Ok(nb) = base.join(id) {
-                    base = nb;
+                    base = std::borrow::Cow::Owned(nb);
                     self.by_uri.entry(normalize_uri(base.as_str())).or_insert((doc, ptr.clone()));
                     if let Some(f) = base.fragment() {
                         if !f.is_empty() && draft <= Draft::Draft7 {
@@ -166,32 +182,36 @@ impl Resources {
                 }
             }
         }
-        self.info.insert((doc, ptr.clone()), (base.clone(), draft));
+        if draft != parent_draft || matches!(base, std::borrow::Cow::Owned(_)) {
+            self.info.insert((doc, ptr.clone()), (base.as_ref().clone(), draft));
+        }
+        let here = ptr.len();
         for (k, sub) in m {
             let (single, array, map) = (SINGLE.contains(&k.as_str()), ARRAYS.contains(&k.as_str()), MAPS.contains(&k.as_str()));
             if !(single || array || map) {
                 continue;
             }
-            let kp = format!("{ptr}/{}", escape_pointer_token(k));
-            if single && (sub.is_object() || sub.is_boolean()) {
-                self.index(doc, kp.clone(), sub, base.clone(), draft);
+            push_token(ptr, k);
+            let kp = ptr.len();
+            if single && sub.is_object() {
+                self.index(doc, ptr, sub, &base, draft);
             }
-            if array {
-                if let Value::Array(a) = sub {
-                    for (i, s) in a.iter().enumerate() {
-                        self.index(doc, format!("{kp}/{i}"), s, base.clone(), draft);
-                    }
+            if let (true, Value::Array(a)) = (array, sub) {
+                for (i, s) in a.iter().enumerate() {
+                    use std::fmt::Write;
+                    let _ = write!(ptr, "/{i}");
+                    self.index(doc, ptr, s, &base, draft);
+                    ptr.truncate(kp);
                 }
             }
-            if map {
-                if let Value::Object(mm) = sub {
-                    for (name, s) in mm {
-                        if s.is_object() || s.is_boolean() {
-                            self.index(doc, format!("{kp}/{}", escape_pointer_token(name)), s, base.clone(), draft);
-                        }
-                    }
+            if let (true, Value::Object(mm)) = (map, sub) {
+                for (name, s) in mm.iter().filter(|(_, s)| s.is_object()) {
+                    push_token(ptr, name);
+                    self.index(doc, ptr, s, &base, draft);
+                    ptr.truncate(kp);
                 }
             }
+            ptr.truncate(here);
         }
     }
 
@@ -200,21 +220,17 @@ impl Resources {
         lookup(&self.docs[loc.0], &loc.1)
     }
 
-    /// Base URI and draft in force at a location.
-    pub fn info(&self, loc: &Loc) -> (Url, Draft) {
-        if let Some(i) = self.info.get(loc) {
-            return i.clone();
-        }
-        // A location not reached by the index (under an unknown keyword): the nearest
-        // indexed ancestor's.
-        let mut p = loc.1.clone();
-        while let Some(pos) = p.rfind('/') {
-            p.truncate(pos);
-            if let Some(i) = self.info.get(&(loc.0, p.clone())) {
-                return i.clone();
+    /// Base URI and draft in force at a location: those of its nearest ancestor (or
+    /// itself) that sets them.
+    pub fn info(&self, loc: &Loc) -> &(Url, Draft) {
+        let mut key = (loc.0, loc.1.clone());
+        while !key.1.is_empty() {
+            if let Some(i) = self.info.get(&key) {
+                return i;
             }
+            key.1.truncate(key.1.rfind('/').unwrap_or(0));
         }
-        (Url::parse(&self.doc_uris[loc.0]).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap()), self.default_draft)
+        &self.info[&key] // every document's root is there (`add_doc`)
     }
 
     /// Resolves `reference` found at `from`.
@@ -224,7 +240,7 @@ impl Resources {
             reference: reference.to_string(),
             reason: reason.to_string(),
         };
-        let (base, _) = self.info(from);
+        let base = self.info(from).0.clone();
         let target = base.join(reference).map_err(|e| fail(&e.to_string()))?;
         let fragment = target.fragment().map(percent_decode).unwrap_or_default();
         let mut doc_uri = target.clone();
