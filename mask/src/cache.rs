@@ -22,7 +22,8 @@ pub(crate) struct StateMasks {
     pub accepted: TokenSet,
     /// Suffixes, after a point where the state's rule may end, of the remaining tokens
     /// that the rule may end inside; `None` when there are none.
-    pub uncertain: Option<TokenTrie>,
+    /// (Boxed: most states have none, and an empty cache cell stays small.)
+    pub uncertain: Option<Box<TokenTrie>>,
 }
 
 /// What the walk knows at each depth of the current trie path (entries past the current
@@ -117,7 +118,7 @@ pub(crate) fn compute(
     // Tokens alive further down may also be uncertain through an escape above them: they
     // are accepted already, which is enough.
     let uncertain = (!uncertain.is_empty())
-        .then(|| TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t))));
+        .then(|| Box::new(TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t)))));
     Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
 }
 

@@ -430,7 +430,9 @@ impl Automaton {
                 }
             };
             a.rule_start[r] = a.n_states() as u32;
-            if std::env::var_os("RULESTAT").is_some() { eprintln!("RULESTAT {} {} {}", a.rule_names[r], dfa.n_states(), dfa.n_classes); }
+            if std::env::var_os("RULESTAT").is_some() {
+                eprintln!("RULESTAT {} {} {}", a.rule_names[r], dfa.n_states(), dfa.n_classes);
+            }
             a.append(r as u32, &dfa, &mut class_ids);
             scratch.recycle(dfa);
         }
@@ -851,8 +853,8 @@ struct RuleDfa {
 #[derive(Debug, Clone)]
 pub(crate) struct Rows<T> {
     items: Vec<T>,
-    /// State `s`'s list ends at `ends[s]` and starts where the previous one ends.
-    ends: Vec<u32>,
+    /// State `s`'s list is `items[starts[s]..starts[s + 1]]` (one entry more than states).
+    starts: Vec<u32>,
 }
 
 /// Per-state `(label, next state)` lists: calls (label: the rule) or token edges (label:
@@ -861,24 +863,30 @@ type EdgeRows = Rows<(u32, u32)>;
 
 impl<T> Default for Rows<T> {
     fn default() -> Self {
-        Rows { items: Vec::new(), ends: Vec::new() }
+        Rows { items: Vec::new(), starts: vec![0] }
     }
 }
 
 impl<T> Rows<T> {
     /// `n` empty lists.
     fn empty(n: usize) -> Self {
-        Rows { items: Vec::new(), ends: vec![0; n] }
+        Rows { items: Vec::new(), starts: vec![0; n + 1] }
     }
 
     fn get(&self, s: usize) -> &[T] {
-        let start = if s == 0 { 0 } else { self.ends[s - 1] };
-        &self.items[start as usize..self.ends[s] as usize]
+        &self.items[self.starts[s] as usize..self.starts[s + 1] as usize]
+    }
+
+    /// No lists (keeping the buffers).
+    fn clear(&mut self) {
+        self.items.clear();
+        self.starts.clear();
+        self.starts.push(0);
     }
 
     /// Ends the current state's list (its items were pushed onto `items`).
     fn end_row(&mut self) {
-        self.ends.push(self.items.len() as u32);
+        self.starts.push(self.items.len() as u32);
     }
 
     /// Appends a state's list.
@@ -889,18 +897,18 @@ impl<T> Rows<T> {
 
     /// Keeps, in every list, the items `keep` holds to.
     fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
-        let (mut start, mut kept) = (0usize, 0usize);
-        for s in 0..self.ends.len() {
-            let end = self.ends[s] as usize;
+        let mut kept = 0;
+        for s in 0..self.starts.len() - 1 {
+            let (start, end) = (self.starts[s] as usize, self.starts[s + 1] as usize);
+            self.starts[s] = kept as u32;
             for i in start..end {
                 if keep(&self.items[i]) {
                     self.items.swap(kept, i);
                     kept += 1;
                 }
             }
-            self.ends[s] = kept as u32;
-            start = end;
         }
+        *self.starts.last_mut().expect("one entry more than states") = kept as u32;
         self.items.truncate(kept);
     }
 }
@@ -936,10 +944,8 @@ impl RuleDfa {
         (self.class, self.n_classes) = (class, n_classes);
         self.trans.clear();
         self.is_final.clear();
-        for rows in [&mut self.calls, &mut self.token_edges] {
-            rows.items.clear();
-            rows.ends.clear();
-        }
+        self.calls.clear();
+        self.token_edges.clear();
     }
 
     /// Merges equivalent states (partition refinement, see
