@@ -430,9 +430,6 @@ impl Automaton {
                 }
             };
             a.rule_start[r] = a.n_states() as u32;
-            if std::env::var_os("RULESTAT").is_some() {
-                eprintln!("RULESTAT {} {} {}", a.rule_names[r], dfa.n_states(), dfa.n_classes);
-            }
             a.append(r as u32, &dfa, &mut class_ids);
             scratch.recycle(dfa);
         }

@@ -289,6 +289,20 @@ impl<'a> NfaBuilder<'a> {
             None => this.build_node(node, s, depth + 1),
         };
         let mut cur = start;
+        if min > 0 && max.is_none() {
+            // `X{m,}` is `X{m-1} X+`, the last copy looping back to itself:
+            // cur --ε--> s --expr--> e --ε--> s; exit at e.
+            for _ in 1..min {
+                cur = copy(self, cur)?;
+            }
+            let s = self.new_state()?;
+            self.edge(cur, Edge::Eps(s));
+            let e = copy(self, s)?;
+            self.edge(e, Edge::Eps(s));
+            let end = self.new_state()?;
+            self.edge(e, Edge::Eps(end));
+            return Ok(end);
+        }
         for _ in 0..min {
             cur = copy(self, cur)?;
         }
