@@ -13,7 +13,7 @@ use crate::automaton::{Automaton, DEAD};
 use crate::bitmask::{self, TokenSet};
 use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
 use crate::limits::LimitKind;
-use crate::trie::{TextTokens, TokenTrie};
+use crate::trie::{RunSplit, TextTokens, TokenTrie};
 
 /// What the cache knows about one state.
 #[derive(Debug)]
@@ -53,6 +53,10 @@ enum Step {
     Full,
 }
 
+/// Runs over fewer bytes than this are walked as any other state (the walk over a narrow
+/// class's tokens is short; a run's split starts with a pass over per-byte masks).
+const MIN_RUN_BYTES: u32 = 48;
+
 /// Computes the [`StateMasks`] of `state` by walking `trie`.
 pub(crate) fn compute(
     a: &Automaton,
@@ -71,7 +75,7 @@ pub(crate) fn compute(
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let all_roots = [true; 256];
     let mut walk_in = |trie: &TokenTrie, roots: &[bool; 256], accepted: &mut Vec<u32>| {
-        walk(a, trie, roots, &mut chart, vocab, follow, accepted, &mut uncertain, scratch)
+        walk(a, trie, roots, &mut chart, vocab, follow, accepted, &mut uncertain, None, scratch)
     };
     let reach = a.text_reach[state as usize] as usize;
     // The longest count with a mask of its own.
@@ -110,6 +114,28 @@ pub(crate) fn compute(
         walk_in(&text.rest, &all_roots, &mut accepted)?;
         walk_in(&text.long_plain, &all_roots, &mut accepted)?;
         accepted
+    } else if let Some((split, along)) = split_endless_run(a, text, vocab, state) {
+        // An endless run over some ASCII bytes (a pattern's `[a-z0-9_-]+`): the tokens
+        // spelled with them are allowed, and of the others only those whose first other
+        // byte the run's state there takes are walked, from that byte on.
+        let mut accepted = split.within.as_ref().clone();
+        for (k, trie) in &split.cut {
+            let start = Item { state: along[*k as usize], origin: NO_ORIGIN };
+            let (mut chart, _) = Chart::new(a, &[start], scratch);
+            walk(
+                a,
+                trie,
+                &all_roots,
+                &mut chart,
+                vocab,
+                follow,
+                &mut accepted,
+                &mut uncertain,
+                Some(&split.cut_at),
+                scratch,
+            )?;
+        }
+        accepted
     } else {
         let mut accepted = bitmask::new_mask(vocab.mask_width());
         walk_in(&text.all, &all_roots, &mut accepted)?;
@@ -122,8 +148,32 @@ pub(crate) fn compute(
     Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
 }
 
+/// `state`'s endless run over at least [`MIN_RUN_BYTES`] ASCII bytes, when it has one:
+/// the text tokens split by it (see [`TextTokens::run_split`]), and the run's states as
+/// far as a token reaches.
+fn split_endless_run(
+    a: &Automaton,
+    text: &TextTokens,
+    vocab: &crate::vocab::Vocabulary,
+    state: u32,
+) -> Option<(RunSplit, Vec<u32>)> {
+    let run = a.endless_run(state).filter(|run| run.count_ones() >= MIN_RUN_BYTES)?;
+    let along: Vec<u32> =
+        std::iter::successors(Some(state), |&s| Some(a.next(s, b'a'))).take(text.all.max_depth + 1).collect();
+    // What the run's states take besides the run.
+    let mut next = [0u64; 4];
+    for &s in &along {
+        next.iter_mut().zip(&a.first_bytes[s as usize]).for_each(|(n, f)| *n |= f);
+    }
+    (next[0], next[1]) = (next[0] & !(run as u64), next[1] & !((run >> 64) as u64));
+    let takes = |k: usize, b: u8| has_byte(&a.first_bytes[along[k] as usize], b);
+    let split = text.run_split(vocab, run, &next, takes)?;
+    Some((split, along))
+}
+
 /// Walks the subtrees of `trie`'s root children whose byte `roots` marks, from the
-/// chart's first set, into `accepted` and `uncertain`.
+/// chart's first set, into `accepted` and `uncertain`. The trie's keys are whole tokens,
+/// or the tokens from `cut_at[token]` on.
 #[allow(clippy::too_many_arguments)]
 fn walk(
     a: &Automaton,
@@ -134,6 +184,7 @@ fn walk(
     follow: &[u64; 4],
     accepted: &mut [u32],
     uncertain: &mut Vec<(u32, u32)>,
+    cut_at: Option<&rustc_hash::FxHashMap<u32, u32>>,
     scratch: &mut Scratch,
 ) -> Result<(), LimitKind> {
     chart.truncate(1);
@@ -221,9 +272,11 @@ fn walk(
                         continue;
                     }
                     // A suffix whose first byte no caller can ever take is never allowed.
-                    let bytes = vocab.token_bytes(token);
-                    uncertain
-                        .extend(on_path.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, j)));
+                    let at = cut_at.map_or(0, |c| c[&token]);
+                    let bytes = &vocab.token_bytes(token)[at as usize..];
+                    uncertain.extend(
+                        on_path.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, at + j)),
+                    );
                 }
             }
             i = node.subtree_end as usize;

@@ -173,7 +173,34 @@ pub(crate) struct TextTokens {
     pub long_plain: TokenTrie,
     /// The other text tokens.
     pub rest: TokenTrie,
+    /// All text tokens, as a mask.
+    pub all_mask: Vec<u32>,
+    /// Per ASCII byte, the tokens that have it, as a mask; and the tokens with a
+    /// non-ASCII byte (for [`TextTokens::run_split`]).
+    with_byte: Vec<Vec<u32>>,
+    with_non_ascii: Vec<u32>,
+    /// [`RunSplit::within`] masks made so far, by run bytes.
+    within: std::sync::Mutex<rustc_hash::FxHashMap<u128, std::sync::Arc<Vec<u32>>>>,
 }
+
+/// The text tokens as an endless run over a set of ASCII bytes sees them (see
+/// [`TextTokens::run_split`]).
+pub(crate) struct RunSplit {
+    /// The tokens spelled with the run's bytes only, as a mask.
+    pub within: std::sync::Arc<Vec<u32>>,
+    /// The tokens whose first byte outside the run, at offset `k`, is one the run's
+    /// state there takes: by `k`, their bytes from `k` on.
+    pub cut: Vec<(u32, TokenTrie)>,
+    /// Where each of `cut`'s tokens is cut.
+    pub cut_at: rustc_hash::FxHashMap<u32, u32>,
+}
+
+/// How many [`RunSplit::within`] masks a vocabulary keeps (a pattern's class recurs at
+/// every counted position of its string, and real schemas repeat a few classes).
+const MAX_WITHIN_KEPT: usize = 64;
+
+/// More tokens than this to cut, and a run's masks are walked as any other.
+const MAX_CUT_TOKENS: usize = 16_384;
 
 /// How many `TextTokens::plain_upto` masks there are: plain tokens longer than that are
 /// rare, and a count with more left is walked.
@@ -217,6 +244,18 @@ impl TextTokens {
                 rest.push((bytes, id));
             }
         }
+        let mut all_mask = crate::bitmask::new_mask(mask_width);
+        let mut with_byte = vec![crate::bitmask::new_mask(mask_width); 128];
+        let mut with_non_ascii = crate::bitmask::new_mask(mask_width);
+        for &(bytes, id) in tokens {
+            crate::bitmask::set(&mut all_mask, id);
+            for &b in bytes {
+                match with_byte.get_mut(b as usize) {
+                    Some(m) => crate::bitmask::set(m, id),
+                    None => crate::bitmask::set(&mut with_non_ascii, id),
+                }
+            }
+        }
         TextTokens {
             all: TokenTrie::build(tokens.iter().copied()),
             plain,
@@ -225,7 +264,73 @@ impl TextTokens {
             plain_upto,
             long_plain: TokenTrie::build(long_plain),
             rest: TokenTrie::build(rest),
+            all_mask,
+            with_byte,
+            with_non_ascii,
+            within: Default::default(),
         }
+    }
+
+    /// The text tokens split by an endless run over the ASCII bytes `run` (see
+    /// [`RunSplit`]): `takes(k, b)` says whether the run's state after `k` of its bytes
+    /// takes byte `b`, some state of it takes the bytes of `next` besides the run's, and
+    /// `None` when too many tokens would be cut.
+    ///
+    /// The tokens spelled with `run` bytes come from per-byte masks (no token is looked
+    /// at), the ones to cut from the masks of `next`'s bytes: a string's closing quote is
+    /// in few tokens.
+    pub fn run_split(
+        &self,
+        vocab: &crate::vocab::Vocabulary,
+        run: u128,
+        next: &[u64; 4],
+        takes: impl Fn(usize, u8) -> bool,
+    ) -> Option<RunSplit> {
+        let in_run = |b: u8| b < 0x80 && run >> b & 1 == 1;
+        let mut candidates: Vec<&Vec<u32>> =
+            (0..0x80u8).filter(|&b| crate::cache::has_byte(next, b)).map(|b| &self.with_byte[b as usize]).collect();
+        if next[2] | next[3] != 0 {
+            candidates.push(&self.with_non_ascii);
+        }
+        let (mut by_offset, mut cut_at) = (Vec::<(u32, Vec<(&[u8], u32)>)>::new(), rustc_hash::FxHashMap::default());
+        for m in candidates {
+            for id in crate::bitmask::allowed(m) {
+                let bytes = vocab.token_bytes(id);
+                let Some(k) = bytes.iter().position(|&b| !in_run(b)) else { continue };
+                if !takes(k, bytes[k]) || cut_at.insert(id, k as u32).is_some() {
+                    continue;
+                }
+                if cut_at.len() > MAX_CUT_TOKENS {
+                    return None;
+                }
+                match by_offset.iter_mut().find(|(at, _)| *at == k as u32) {
+                    Some((_, keys)) => keys.push((&bytes[k..], id)),
+                    None => by_offset.push((k as u32, vec![(&bytes[k..], id)])),
+                }
+            }
+        }
+        let cut = by_offset.into_iter().map(|(k, keys)| (k, TokenTrie::build(keys))).collect();
+        Some(RunSplit { within: self.within_run(run), cut, cut_at })
+    }
+
+    /// The text tokens spelled with `run` bytes only (ASCII), as a mask: all of them but
+    /// those with another byte.
+    fn within_run(&self, run: u128) -> std::sync::Arc<Vec<u32>> {
+        let kept = || self.within.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = kept().get(&run) {
+            return m.clone();
+        }
+        let mut within = self.all_mask.clone();
+        let outside = (0..0x80u8).filter(|&b| run >> b & 1 == 0).map(|b| &self.with_byte[b as usize]);
+        for m in outside.chain([&self.with_non_ascii]) {
+            within.iter_mut().zip(m).for_each(|(w, x)| *w &= !x);
+        }
+        let within = std::sync::Arc::new(within);
+        let mut kept = kept();
+        if kept.len() < MAX_WITHIN_KEPT {
+            kept.insert(run, within.clone());
+        }
+        within
     }
 
     /// The plain tokens whose first byte is `b`.

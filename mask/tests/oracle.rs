@@ -274,6 +274,33 @@ word ::= {free}{{0,{n}}} | {free}{{0,{n}}} "b" word | "[" value "]" "c"
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Endless runs over a wide ASCII class (a pattern's `[ -}]+`, counted or not): the
+    /// mask takes the tokens spelled with the class's bytes from per-byte masks and walks
+    /// the others only from their first byte outside it, from the run's state there. The
+    /// brute force checks it, on a vocabulary with bytes outside the class (`~`, `é`).
+    #[test]
+    fn endless_runs_equal_brute_force(min in 0u32..6, shape in 0usize..4, seed in any::<u64>()) {
+        // Printable ASCII but `"`, `\` and `~`.
+        let wide = r#"[ !#-\[\]-}]"#;
+        let body = match shape {
+            0 => format!("{wide}{{{min},}}"),
+            1 => format!(r#"{wide}{{{min},}} "~" {wide}*"#),
+            2 => format!(r#"({wide} | "\\n"){{{min},}}"#),
+            _ => format!(r#"{wide}{{{min},}} ("~" | "]")?"#),
+        };
+        let src = format!(
+            r#"root ::= "[" (value ("," value)*)? "]"
+value ::= "\"" {body} "\"" | "{{" "\"a\"" ":" value "}}"
+"#
+        );
+        let g = stencil_grammar::parse_gbnf(&src).unwrap();
+        check_walk(&g, long_vocab(br#"abc"[]{}:,\n~ "#, seed), seed, 16)?;
+    }
+}
+
 /// Counts around the length of the longest plain tokens, longer than the mask cache's
 /// per-count masks (24 characters): which long tokens fit is decided by walking them.
 #[test]
@@ -295,7 +322,11 @@ fn long_counts_take_long_tokens_exactly() {
                 if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
                     continue;
                 }
-                assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{src} after {prefix}");
+                assert_eq!(
+                    engine_mask(&mut m),
+                    brute_force_mask(&r, &vocab, prefix.as_bytes()),
+                    "{src} after {prefix}"
+                );
             }
         }
     }

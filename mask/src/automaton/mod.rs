@@ -281,6 +281,15 @@ impl Automaton {
         Some((ascii, non_ascii))
     }
 
+    /// The ASCII bytes of an endless run from `state`, when it has one: bytes that, any
+    /// number of them in a row, keep the item `(state, any caller)` alive, alone and
+    /// unfinished (a pattern's `[a-z0-9_-]+`, and the counted characters before it in
+    /// `{30,}`). Each takes the item where `a` does.
+    pub fn endless_run(&self, state: u32) -> Option<u128> {
+        let (s, run) = (state as usize, self.run_bytes[state as usize]);
+        (run != 0 && self.run_len_simple[s] == u32::MAX).then_some(run)
+    }
+
     pub fn has_byte_edges(&self, state: u32) -> bool {
         self.first_bytes[state as usize].iter().any(|&w| w != 0)
     }
