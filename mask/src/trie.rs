@@ -173,8 +173,8 @@ pub(crate) struct TextTokens {
     pub long_plain: TokenTrie,
     /// The other text tokens.
     pub rest: TokenTrie,
-    /// All text tokens, as a mask.
-    pub all_mask: Vec<u32>,
+    /// All text tokens (but an empty one, which no walk takes), as a mask.
+    all_mask: Vec<u32>,
     /// Per ASCII byte, the tokens that have it, as a mask; and the tokens with a
     /// non-ASCII byte (for [`TextTokens::run_split`]).
     with_byte: Vec<Vec<u32>>,
@@ -247,7 +247,7 @@ impl TextTokens {
         let mut all_mask = crate::bitmask::new_mask(mask_width);
         let mut with_byte = vec![crate::bitmask::new_mask(mask_width); 128];
         let mut with_non_ascii = crate::bitmask::new_mask(mask_width);
-        for &(bytes, id) in tokens {
+        for &(bytes, id) in tokens.iter().filter(|(bytes, _)| !bytes.is_empty()) {
             crate::bitmask::set(&mut all_mask, id);
             for &b in bytes {
                 match with_byte.get_mut(b as usize) {
