@@ -86,6 +86,15 @@ pub(crate) fn compute(
         let mut accepted = text.plain_upto[reach].clone();
         walk_in(&text.rest, &all_roots, &mut accepted)?;
         accepted
+    } else if a.loops_over_plain_text(state) {
+        // A loop over all plain text (a string's interior): every plain token is allowed,
+        // and the others are walked only from their first byte that is not plain text,
+        // where the loop is back in this state (most of them then die at once: a control
+        // character, a broken UTF-8 sequence; a closing quote escapes).
+        let mut accepted = text.plain.clone();
+        let (rest, cut_at) = (&text.rest_cut, Some(&text.rest_cut_at));
+        walk(a, rest, &all_roots, &mut chart, vocab, follow, &mut accepted, &mut uncertain, cut_at, scratch)?;
+        accepted
     } else if let Some((ascii, non_ascii)) = a.plain_text_after(state, text.plain_max_len) {
         // Every plain token with certain first bytes is allowed whole (see
         // `Automaton::plain_text_after`): those are set at once, and the root's children

@@ -173,6 +173,11 @@ pub(crate) struct TextTokens {
     pub long_plain: TokenTrie,
     /// The other text tokens.
     pub rest: TokenTrie,
+    /// The other text tokens from their first byte that is not plain text on (after the
+    /// longest plain prefix), for a loop over all plain text (a string's interior), which
+    /// takes that prefix and stays where it is; `rest_cut_at`: where each is cut.
+    pub rest_cut: TokenTrie,
+    pub rest_cut_at: rustc_hash::FxHashMap<u32, u32>,
     /// All text tokens (but an empty one, which no walk takes), as a mask.
     all_mask: Vec<u32>,
     /// Per ASCII byte, the tokens that have it, as a mask; and the tokens with a
@@ -226,6 +231,7 @@ impl TextTokens {
         let mut plain_by_first = vec![Vec::new(); 256];
         let mut plain_max_len = 0;
         let (mut rest, mut long_plain) = (Vec::new(), Vec::new());
+        let (mut rest_cut, mut rest_cut_at) = (Vec::new(), rustc_hash::FxHashMap::default());
         let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
         for &(bytes, id) in tokens {
             if is_plain_text(bytes) {
@@ -242,6 +248,9 @@ impl TextTokens {
                 plain_max_len = plain_max_len.max(bytes.len() as u32);
             } else {
                 rest.push((bytes, id));
+                let k = plain_prefix_len(bytes);
+                rest_cut.push((&bytes[k..], id));
+                rest_cut_at.insert(id, k as u32);
             }
         }
         let mut all_mask = crate::bitmask::new_mask(mask_width);
@@ -264,6 +273,8 @@ impl TextTokens {
             plain_upto,
             long_plain: TokenTrie::build(long_plain),
             rest: TokenTrie::build(rest),
+            rest_cut: TokenTrie::build(rest_cut),
+            rest_cut_at,
             all_mask,
             with_byte,
             with_non_ascii,
@@ -337,6 +348,17 @@ impl TextTokens {
     pub fn plain_by_first_byte(&self, b: u8) -> impl Iterator<Item = u32> + '_ {
         self.plain_by_first[b as usize].iter().copied()
     }
+}
+
+/// The length of the longest prefix of `bytes` that is whole plain-text characters (see
+/// [`TextTokens`]).
+fn plain_prefix_len(bytes: &[u8]) -> usize {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"),
+    };
+    let not_plain = |c: char| c.is_ascii() && PLAIN_ASCII >> c as u32 & 1 == 0;
+    valid.char_indices().find(|&(_, c)| not_plain(c)).map_or(valid.len(), |(i, _)| i)
 }
 
 /// See [`TextTokens`].

@@ -281,6 +281,18 @@ impl Automaton {
         Some((ascii, non_ascii))
     }
 
+    /// Whether `state` is a loop over all plain text (a JSON string's interior): every
+    /// plain character (see [`crate::trie::TextTokens`]) takes the item `(state, any
+    /// caller)` back to `state`, alone and unfinished, each byte of a non-ASCII one
+    /// through states that predict and complete nothing.
+    pub fn loops_over_plain_text(&self, state: u32) -> bool {
+        let s = state as usize;
+        self.next(state, b'a') == state
+            && self.run_bytes[s] & crate::trie::PLAIN_ASCII == crate::trie::PLAIN_ASCII
+            && self.run_len_simple[s] == u32::MAX
+            && self.utf8_run[s] == u32::MAX
+    }
+
     /// The ASCII bytes of an endless run from `state`, when it has one: bytes that, any
     /// number of them in a row, keep the item `(state, any caller)` alive, alone and
     /// unfinished (a pattern's `[a-z0-9_-]+`, and the counted characters before it in
