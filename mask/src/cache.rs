@@ -39,6 +39,8 @@ struct Path {
     escape: Vec<bool>,
     /// How many escapes the path has up to there.
     escapes_to: Vec<u32>,
+    /// The byte on the edge into the path's node there.
+    bytes: Vec<u8>,
     /// The chart holds the path's sets at depths `0..charted`; sets made by table lookups
     /// are added only when a full step needs them.
     charted: usize,
@@ -75,7 +77,7 @@ pub(crate) fn compute(
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let all_roots = [true; 256];
     let mut walk_in = |trie: &TokenTrie, roots: &[bool; 256], accepted: &mut Vec<u32>| {
-        walk(a, trie, roots, &mut chart, vocab, follow, accepted, &mut uncertain, None, scratch)
+        walk(a, trie, roots, &mut chart, follow, accepted, &mut uncertain, None, scratch)
     };
     let reach = a.text_reach[state as usize] as usize;
     // The longest count with a mask of its own.
@@ -93,7 +95,7 @@ pub(crate) fn compute(
         // character, a broken UTF-8 sequence; a closing quote escapes).
         let mut accepted = text.plain.clone();
         let (rest, cut_at) = (&text.rest_cut, Some(&text.rest_cut_at));
-        walk(a, rest, &all_roots, &mut chart, vocab, follow, &mut accepted, &mut uncertain, cut_at, scratch)?;
+        walk(a, rest, &all_roots, &mut chart, follow, &mut accepted, &mut uncertain, cut_at, scratch)?;
         accepted
     } else if let Some((ascii, non_ascii)) = a.plain_text_after(state, text.plain_max_len) {
         // Every plain token with certain first bytes is allowed whole (see
@@ -131,18 +133,7 @@ pub(crate) fn compute(
         for (k, trie) in &split.cut {
             let start = Item { state: along[*k as usize], origin: NO_ORIGIN };
             let (mut chart, _) = Chart::new(a, &[start], scratch);
-            walk(
-                a,
-                trie,
-                &all_roots,
-                &mut chart,
-                vocab,
-                follow,
-                &mut accepted,
-                &mut uncertain,
-                Some(&split.cut_at),
-                scratch,
-            )?;
+            walk(a, trie, &all_roots, &mut chart, follow, &mut accepted, &mut uncertain, Some(&split.cut_at), scratch)?;
         }
         accepted
     } else {
@@ -189,7 +180,6 @@ fn walk(
     trie: &TokenTrie,
     roots: &[bool; 256],
     chart: &mut Chart,
-    vocab: &crate::vocab::Vocabulary,
     follow: &[u64; 4],
     accepted: &mut [u32],
     uncertain: &mut Vec<(u32, u32)>,
@@ -203,6 +193,7 @@ fn walk(
         next_bytes: vec![[0u64; 4]; depths],
         escape: vec![false; depths],
         escapes_to: vec![0u32; depths],
+        bytes: vec![0u8; depths],
         charted: 1,
     };
     path.record(a, chart, 0);
@@ -222,6 +213,7 @@ fn walk(
         while i < end {
             let node = trie.nodes[i];
             let depth = node.depth as usize;
+            path.bytes[depth] = node.byte;
             let parent = path.single[depth - 1];
             path.charted = path.charted.min(depth);
             let step = if parent.state != DEAD {
@@ -274,18 +266,27 @@ fn walk(
             }
             // Dead end: only the escapes on this path can still carry the subtree's tokens.
             if path.escapes_to[depth] > 0 {
-                let on_path: Vec<u32> = (1..=depth).filter(|&j| path.escape[j]).map(|j| j as u32).collect();
-                for (m, token) in trie.subtree_tokens(i) {
-                    if m == i && path.escape[depth] {
-                        bitmask::set(accepted, token);
-                        continue;
+                // A token ending here ends with the rule when the rule may end here.
+                if path.escape[depth] {
+                    trie.tokens(i).iter().for_each(|&t| bitmask::set(accepted, t));
+                }
+                // The others may go on in a caller after an escape at `j`, when some
+                // caller can take the byte after it (a suffix whose first byte no caller
+                // can ever take is never allowed): on the path for `j < depth`, the
+                // first byte below this node for `j = depth`.
+                let at = |t: u32| cut_at.map_or(0, |c| c[&t]);
+                for j in (1..=depth).filter(|&j| path.escape[j]) {
+                    if j < depth {
+                        if has_byte(follow, path.bytes[j + 1]) {
+                            let ending_here = if path.escape[depth] { trie.tokens(i) } else { &[] };
+                            let others = trie.subtree_ids(i).iter().filter(|t| !ending_here.contains(t));
+                            uncertain.extend(others.map(|&t| (t, at(t) + j as u32)));
+                        }
+                    } else {
+                        for c in trie.children(i).filter(|&c| has_byte(follow, trie.nodes[c].byte)) {
+                            uncertain.extend(trie.subtree_ids(c).iter().map(|&t| (t, at(t) + j as u32)));
+                        }
                     }
-                    // A suffix whose first byte no caller can ever take is never allowed.
-                    let at = cut_at.map_or(0, |c| c[&token]);
-                    let bytes = &vocab.token_bytes(token)[at as usize..];
-                    uncertain.extend(
-                        on_path.iter().filter(|&&j| has_byte(follow, bytes[j as usize])).map(|&j| (token, at + j)),
-                    );
                 }
             }
             i = node.subtree_end as usize;

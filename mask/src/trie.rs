@@ -126,9 +126,9 @@ impl TokenTrie {
         &self.token_ids[self.nodes[n].tokens_start as usize..end]
     }
 
-    /// The ids in the subtree of node `n` (including `n`), each with its node.
-    pub fn subtree_tokens(&self, n: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
-        (n..self.nodes[n].subtree_end as usize).flat_map(move |m| self.tokens(m).iter().map(move |&t| (m, t)))
+    /// The children of node `n`.
+    pub fn children(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
+        children(&self.nodes, n)
     }
 
     /// The node reached from the root by `bytes`, if any.
@@ -430,7 +430,7 @@ mod tests {
         assert_eq!(ids, vec![0, 4]);
         assert_eq!(t.tokens(t.find(b"a").unwrap()), &[1]);
         assert!(t.find(b"ac").is_none());
-        let mut sub: Vec<u32> = t.subtree_tokens(t.find(b"a").unwrap()).map(|(_, id)| id).collect();
+        let mut sub: Vec<u32> = t.subtree_ids(t.find(b"a").unwrap()).to_vec();
         sub.sort();
         assert_eq!(sub, vec![0, 1, 3, 4]);
         let mut run = t.subtree_ids(t.find(b"a").unwrap()).to_vec();
@@ -474,7 +474,7 @@ mod tests {
         let plain: Vec<u32> = (0..9).filter(|&t| crate::bitmask::get(&text.plain, t)).collect();
         assert_eq!(plain, [0, 3, 4, 8]);
         assert_eq!(text.plain_max_len, 3);
-        let mut rest: Vec<u32> = text.rest.subtree_tokens(0).map(|(_, t)| t).collect();
+        let mut rest: Vec<u32> = text.rest.subtree_ids(0).to_vec();
         rest.sort();
         assert_eq!(rest, [1, 2, 5, 6, 7]);
     }
