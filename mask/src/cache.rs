@@ -58,6 +58,9 @@ enum Step {
 /// Runs over fewer bytes than this are walked as any other state (the walk over a narrow
 /// class's tokens is short; a run's split starts with a pass over per-byte masks).
 const MIN_RUN_BYTES: u32 = 48;
+/// Bounded runs with less left than this are walked as any other state (the tokens longer
+/// than what is left are cut too: most of a big vocabulary's, for a short rest).
+const MIN_BOUNDED_RUN: u32 = 16;
 
 /// Computes the [`StateMasks`] of `state` by walking `trie`.
 pub(crate) fn compute(
@@ -125,10 +128,11 @@ pub(crate) fn compute(
         walk_in(&text.rest, &all_roots, &mut accepted)?;
         walk_in(&text.long_plain, &all_roots, &mut accepted)?;
         accepted
-    } else if let Some((split, along)) = split_endless_run(a, text, vocab, state) {
-        // An endless run over some ASCII bytes (a pattern's `[a-z0-9_-]+`): the tokens
-        // spelled with them are allowed, and of the others only those whose first other
-        // byte the run's state there takes are walked, from that byte on.
+    } else if let Some((split, along)) = split_run(a, text, vocab, state) {
+        // A run over many ASCII bytes (a pattern's `[a-z0-9_-]+`, or `{1,64}` with much
+        // left): the tokens spelled with them that the run takes whole are allowed, and
+        // of the others only those whose first other byte the run's state there takes,
+        // or that outlast the run, are walked, from that byte or the run's end on.
         let mut accepted = split.within.as_ref().clone();
         for (k, trie) in &split.cut {
             let start = Item { state: along[*k as usize], origin: NO_ORIGIN };
@@ -148,18 +152,22 @@ pub(crate) fn compute(
     Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
 }
 
-/// `state`'s endless run over at least [`MIN_RUN_BYTES`] ASCII bytes, when it has one:
-/// the text tokens split by it (see [`TextTokens::run_split`]), and the run's states as
-/// far as a token reaches.
-fn split_endless_run(
+/// `state`'s run over at least [`MIN_RUN_BYTES`] ASCII bytes, endless or with at least
+/// [`MIN_BOUNDED_RUN`] left, when it has one: the text tokens
+/// split by it (see [`TextTokens::run_split`]), and the run's states as far as a token
+/// reaches.
+fn split_run(
     a: &Automaton,
     text: &TextTokens,
     vocab: &crate::vocab::Vocabulary,
     state: u32,
 ) -> Option<(RunSplit, Vec<u32>)> {
-    let run = a.endless_run(state).filter(|run| run.count_ones() >= MIN_RUN_BYTES)?;
-    let along: Vec<u32> =
-        std::iter::successors(Some(state), |&s| Some(a.next(s, b'a'))).take(text.all.max_depth + 1).collect();
+    let (run, len) = a.run(state)?;
+    if run.count_ones() < MIN_RUN_BYTES || len < MIN_BOUNDED_RUN {
+        return None;
+    }
+    let reach = text.all.max_depth.min(len as usize);
+    let along: Vec<u32> = std::iter::successors(Some(state), |&s| Some(a.next(s, b'a'))).take(reach + 1).collect();
     // What the run's states take besides the run.
     let mut next = [0u64; 4];
     for &s in &along {
@@ -167,7 +175,7 @@ fn split_endless_run(
     }
     (next[0], next[1]) = (next[0] & !(run as u64), next[1] & !((run >> 64) as u64));
     let takes = |k: usize, b: u8| has_byte(&a.first_bytes[along[k] as usize], b);
-    let split = text.run_split(vocab, run, &next, takes)?;
+    let split = text.run_split(vocab, run, len, &next, takes)?;
     Some((split, along))
 }
 

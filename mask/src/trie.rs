@@ -173,6 +173,8 @@ pub(crate) struct TextTokens {
     pub long_plain: TokenTrie,
     /// The other text tokens.
     pub rest: TokenTrie,
+    /// The text tokens, longest first (for [`TextTokens::run_split`]).
+    by_len: Vec<u32>,
     /// The other text tokens from their first byte that is not plain text on (after the
     /// longest plain prefix), for a loop over all plain text (a string's interior), which
     /// takes that prefix and stays where it is; `rest_cut_at`: where each is cut.
@@ -188,13 +190,14 @@ pub(crate) struct TextTokens {
     within: std::sync::Mutex<rustc_hash::FxHashMap<u128, std::sync::Arc<Vec<u32>>>>,
 }
 
-/// The text tokens as an endless run over a set of ASCII bytes sees them (see
+/// The text tokens as a run over a set of ASCII bytes sees them (see
 /// [`TextTokens::run_split`]).
 pub(crate) struct RunSplit {
-    /// The tokens spelled with the run's bytes only, as a mask.
+    /// The tokens spelled with the run's bytes only that the run takes whole, as a mask.
     pub within: std::sync::Arc<Vec<u32>>,
     /// The tokens whose first byte outside the run, at offset `k`, is one the run's
-    /// state there takes: by `k`, their bytes from `k` on.
+    /// state there takes, or that outlast the run (`k`: where it ends): by `k`, their
+    /// bytes from `k` on.
     pub cut: Vec<(u32, TokenTrie)>,
     /// Where each of `cut`'s tokens is cut.
     pub cut_at: rustc_hash::FxHashMap<u32, u32>,
@@ -273,6 +276,11 @@ impl TextTokens {
             plain_upto,
             long_plain: TokenTrie::build(long_plain),
             rest: TokenTrie::build(rest),
+            by_len: {
+                let mut by_len: Vec<(usize, u32)> = tokens.iter().map(|&(b, id)| (b.len(), id)).collect();
+                by_len.sort_unstable_by(|x, y| y.cmp(x));
+                by_len.into_iter().map(|(_, id)| id).collect()
+            },
             rest_cut: TokenTrie::build(rest_cut),
             rest_cut_at,
             all_mask,
@@ -282,46 +290,67 @@ impl TextTokens {
         }
     }
 
-    /// The text tokens split by an endless run over the ASCII bytes `run` (see
-    /// [`RunSplit`]): `takes(k, b)` says whether the run's state after `k` of its bytes
-    /// takes byte `b`, some state of it takes the bytes of `next` besides the run's, and
-    /// `None` when too many tokens would be cut.
+    /// The text tokens split by a run over the ASCII bytes `run` that lasts `len` of them
+    /// (`u32::MAX`: for ever) (see [`RunSplit`]): `takes(k, b)`
+    /// says whether the run's state after `k < len` of its bytes takes byte `b`, some
+    /// state of it takes the bytes of `next` besides the run's, and `None` when too many
+    /// tokens would be cut.
     ///
     /// The tokens spelled with `run` bytes come from per-byte masks (no token is looked
-    /// at), the ones to cut from the masks of `next`'s bytes: a string's closing quote is
-    /// in few tokens.
+    /// at), the ones to cut from the masks of `next`'s bytes (a string's closing quote is
+    /// in few tokens) and from the tokens longer than the run (few, for a long one).
     pub fn run_split(
         &self,
         vocab: &crate::vocab::Vocabulary,
         run: u128,
+        len: u32,
         next: &[u64; 4],
         takes: impl Fn(usize, u8) -> bool,
     ) -> Option<RunSplit> {
         let in_run = |b: u8| b < 0x80 && run >> b & 1 == 1;
+        let longer = || self.by_len.iter().copied().take_while(|&id| vocab.token_bytes(id).len() > len as usize);
         let mut candidates: Vec<&Vec<u32>> =
             (0..0x80u8).filter(|&b| crate::cache::has_byte(next, b)).map(|b| &self.with_byte[b as usize]).collect();
         if next[2] | next[3] != 0 {
             candidates.push(&self.with_non_ascii);
         }
+        let candidates = candidates.into_iter().flat_map(|m| crate::bitmask::allowed(m)).chain(longer());
         let (mut by_offset, mut cut_at) = (Vec::<(u32, Vec<(&[u8], u32)>)>::new(), rustc_hash::FxHashMap::default());
-        for m in candidates {
-            for id in crate::bitmask::allowed(m) {
-                let bytes = vocab.token_bytes(id);
-                let Some(k) = bytes.iter().position(|&b| !in_run(b)) else { continue };
-                if !takes(k, bytes[k]) || cut_at.insert(id, k as u32).is_some() {
-                    continue;
-                }
-                if cut_at.len() > MAX_CUT_TOKENS {
-                    return None;
-                }
-                match by_offset.iter_mut().find(|(at, _)| *at == k as u32) {
-                    Some((_, keys)) => keys.push((&bytes[k..], id)),
-                    None => by_offset.push((k as u32, vec![(&bytes[k..], id)])),
-                }
+        for id in candidates {
+            let bytes = vocab.token_bytes(id);
+            // Cut at the first other byte when the run's state there takes it, or where
+            // the run ends.
+            let k = match bytes.iter().position(|&b| !in_run(b)) {
+                Some(k) if k < len as usize => match takes(k, bytes[k]) {
+                    true => k,
+                    false => continue,
+                },
+                _ if bytes.len() > len as usize => len as usize,
+                _ => continue,
+            };
+            if cut_at.insert(id, k as u32).is_some() {
+                continue;
+            }
+            if cut_at.len() > MAX_CUT_TOKENS {
+                return None;
+            }
+            match by_offset.iter_mut().find(|(at, _)| *at == k as u32) {
+                Some((_, keys)) => keys.push((&bytes[k..], id)),
+                None => by_offset.push((k as u32, vec![(&bytes[k..], id)])),
             }
         }
         let cut = by_offset.into_iter().map(|(k, keys)| (k, TokenTrie::build(keys))).collect();
-        Some(RunSplit { within: self.within_run(run), cut, cut_at })
+        let within = self.within_run(run);
+        let within = match longer().next() {
+            // Spelled with the run's bytes but longer than the run: cut above.
+            Some(_) => {
+                let mut w = within.as_ref().clone();
+                longer().for_each(|id| crate::bitmask::clear(&mut w, id));
+                std::sync::Arc::new(w)
+            }
+            None => within,
+        };
+        Some(RunSplit { within, cut, cut_at })
     }
 
     /// The text tokens spelled with `run` bytes only (ASCII), as a mask: all of them but

@@ -277,19 +277,24 @@ word ::= {free}{{0,{n}}} | {free}{{0,{n}}} "b" word | "[" value "]" "c"
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
 
-    /// Endless runs over a wide ASCII class (a pattern's `[ -}]+`, counted or not): the
-    /// mask takes the tokens spelled with the class's bytes from per-byte masks and walks
-    /// the others only from their first byte outside it, from the run's state there. The
-    /// brute force checks it, on a vocabulary with bytes outside the class (`~`, `é`).
+    /// Runs over a wide ASCII class (a pattern's `[ -}]+`, counted or not, or bounded
+    /// with much left: `{0,20}`): the mask takes the tokens spelled with the class's bytes
+    /// that the run takes whole from per-byte masks, and walks the others only from their
+    /// first byte outside it (from the run's state there) or from the run's end. The
+    /// brute force checks it, on a vocabulary with bytes outside the class (`~`, `é`) and
+    /// tokens longer than the bounded runs.
     #[test]
-    fn endless_runs_equal_brute_force(min in 0u32..6, shape in 0usize..4, seed in any::<u64>()) {
+    fn runs_over_wide_classes_equal_brute_force(min in 0u32..6, shape in 0usize..6, extra in 0u32..6, seed in any::<u64>()) {
         // Printable ASCII but `"`, `\` and `~`.
         let wide = r#"[ !#-\[\]-}]"#;
+        let max = 16 + extra;
         let body = match shape {
             0 => format!("{wide}{{{min},}}"),
             1 => format!(r#"{wide}{{{min},}} "~" {wide}*"#),
             2 => format!(r#"({wide} | "\\n"){{{min},}}"#),
-            _ => format!(r#"{wide}{{{min},}} ("~" | "]")?"#),
+            3 => format!(r#"{wide}{{{min},}} ("~" | "]")?"#),
+            4 => format!("{wide}{{{min},{max}}}"),
+            _ => format!(r#"{wide}{{{min},{max}}} ("~" | "]")"#),
         };
         let src = format!(
             r#"root ::= "[" (value ("," value)*)? "]"
@@ -297,7 +302,13 @@ value ::= "\"" {body} "\"" | "{{" "\"a\"" ":" value "}}"
 "#
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
-        check_walk(&g, long_vocab(br#"abc"[]{}:,\n~ "#, seed), seed, 16)?;
+        let mut tokens = long_tokens(br#"abc"[]{}:,\n~ "#, seed);
+        for n in [15, 16, 17, 18, 19, 20, 21, 22, 24, 26] {
+            let word = "ab".repeat(n).into_bytes()[..n].to_vec();
+            tokens.extend([word.clone(), [&word[..], b"\""].concat(), [&word[..], b"~"].concat(), [&word[..], b"\",\""].concat()]);
+        }
+        tokens.dedup();
+        check_walk(&g, vocab_of(tokens), seed, 24)?;
     }
 }
 

@@ -293,13 +293,13 @@ impl Automaton {
             && self.utf8_run[s] == u32::MAX
     }
 
-    /// The ASCII bytes of an endless run from `state`, when it has one: bytes that, any
-    /// number of them in a row, keep the item `(state, any caller)` alive, alone and
-    /// unfinished (a pattern's `[a-z0-9_-]+`, and the counted characters before it in
-    /// `{30,}`). Each takes the item where `a` does.
-    pub fn endless_run(&self, state: u32) -> Option<u128> {
+    /// The run from `state`, when it has one: its ASCII bytes, and how many of them in a
+    /// row (`u32::MAX`: any number) keep the item `(state, any caller)` alive, alone and
+    /// unfinished (a pattern's `[a-z0-9_-]+`; the counted characters of `{30,}`, or of
+    /// `{1,64}`, with what is left of the count). Each byte takes the item where `a` does.
+    pub fn run(&self, state: u32) -> Option<(u128, u32)> {
         let (s, run) = (state as usize, self.run_bytes[state as usize]);
-        (run != 0 && self.run_len_simple[s] == u32::MAX).then_some(run)
+        (run != 0 && self.run_len_simple[s] > 0).then_some((run, self.run_len_simple[s]))
     }
 
     pub fn has_byte_edges(&self, state: u32) -> bool {
