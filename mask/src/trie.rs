@@ -291,10 +291,9 @@ impl TextTokens {
     }
 
     /// The text tokens split by a run over the ASCII bytes `run` that lasts `len` of them
-    /// (`u32::MAX`: for ever) (see [`RunSplit`]): `takes(k, b)`
-    /// says whether the run's state after `k < len` of its bytes takes byte `b`, some
-    /// state of it takes the bytes of `next` besides the run's, and `None` when too many
-    /// tokens would be cut.
+    /// (`u32::MAX`: for ever; see [`RunSplit`]): `takes(k, b)` says whether the run's
+    /// state after `k < len` of its bytes takes byte `b`, some state of it takes the
+    /// bytes of `next` besides the run's, and `None` when too many tokens would be cut.
     ///
     /// The tokens spelled with `run` bytes come from per-byte masks (no token is looked
     /// at), the ones to cut from the masks of `next`'s bytes (a string's closing quote is
@@ -321,10 +320,8 @@ impl TextTokens {
             // Cut at the first other byte when the run's state there takes it, or where
             // the run ends.
             let k = match bytes.iter().position(|&b| !in_run(b)) {
-                Some(k) if k < len as usize => match takes(k, bytes[k]) {
-                    true => k,
-                    false => continue,
-                },
+                Some(k) if k < len as usize && takes(k, bytes[k]) => k,
+                Some(k) if k < len as usize => continue,
                 _ if bytes.len() > len as usize => len as usize,
                 _ => continue,
             };
