@@ -186,6 +186,8 @@ pub(crate) struct TextTokens {
     /// non-ASCII byte (for [`TextTokens::run_split`]).
     with_byte: Vec<Vec<u32>>,
     with_non_ascii: Vec<u32>,
+    /// How many tokens each of those masks has (the last: `with_non_ascii`).
+    with_counts: Vec<usize>,
     /// [`RunSplit::within`] masks made so far, by run bytes.
     within: std::sync::Mutex<rustc_hash::FxHashMap<u128, std::sync::Arc<Vec<u32>>>>,
 }
@@ -284,6 +286,7 @@ impl TextTokens {
             rest_cut: TokenTrie::build(rest_cut),
             rest_cut_at,
             all_mask,
+            with_counts: with_byte.iter().chain([&with_non_ascii]).map(|m| crate::bitmask::count(m)).collect(),
             with_byte,
             with_non_ascii,
             within: Default::default(),
@@ -307,13 +310,18 @@ impl TextTokens {
         takes: impl Fn(usize, u8) -> bool,
     ) -> Option<RunSplit> {
         let in_run = |b: u8| b < 0x80 && run >> b & 1 == 1;
-        let longer = || self.by_len.iter().copied().take_while(|&id| vocab.token_bytes(id).len() > len as usize);
-        let mut candidates: Vec<&Vec<u32>> =
-            (0..0x80u8).filter(|&b| crate::cache::has_byte(next, b)).map(|b| &self.with_byte[b as usize]).collect();
+        let n_longer = self.by_len.partition_point(|&id| vocab.token_bytes(id).len() > len as usize);
+        let longer = || self.by_len[..n_longer].iter().copied();
+        let mut masks: Vec<usize> = (0..0x80).filter(|&b| crate::cache::has_byte(next, b as u8)).collect();
         if next[2] | next[3] != 0 {
-            candidates.push(&self.with_non_ascii);
+            masks.push(0x80);
         }
-        let candidates = candidates.into_iter().flat_map(|m| crate::bitmask::allowed(m)).chain(longer());
+        // Counted first: too many, and nothing is looked at.
+        if n_longer + masks.iter().map(|&m| self.with_counts[m]).sum::<usize>() > MAX_CUT_TOKENS {
+            return None;
+        }
+        let masks = masks.into_iter().map(|m| self.with_byte.get(m).unwrap_or(&self.with_non_ascii));
+        let candidates = masks.flat_map(|m| crate::bitmask::allowed(m)).chain(longer());
         let (mut by_offset, mut cut_at) = (Vec::<(u32, Vec<(&[u8], u32)>)>::new(), rustc_hash::FxHashMap::default());
         for id in candidates {
             let bytes = vocab.token_bytes(id);
@@ -328,9 +336,6 @@ impl TextTokens {
             if cut_at.insert(id, k as u32).is_some() {
                 continue;
             }
-            if cut_at.len() > MAX_CUT_TOKENS {
-                return None;
-            }
             match by_offset.iter_mut().find(|(at, _)| *at == k as u32) {
                 Some((_, keys)) => keys.push((&bytes[k..], id)),
                 None => by_offset.push((k as u32, vec![(&bytes[k..], id)])),
@@ -338,14 +343,14 @@ impl TextTokens {
         }
         let cut = by_offset.into_iter().map(|(k, keys)| (k, TokenTrie::build(keys))).collect();
         let within = self.within_run(run);
-        let within = match longer().next() {
+        let within = match n_longer {
+            0 => within,
             // Spelled with the run's bytes but longer than the run: cut above.
-            Some(_) => {
+            _ => {
                 let mut w = within.as_ref().clone();
                 longer().for_each(|id| crate::bitmask::clear(&mut w, id));
                 std::sync::Arc::new(w)
             }
-            None => within,
         };
         Some(RunSplit { within, cut, cut_at })
     }
