@@ -286,9 +286,10 @@ fn walk(
                 for j in (1..=depth).filter(|&j| path.escape[j]) {
                     if j < depth {
                         if has_byte(follow, path.bytes[j + 1]) {
-                            let ending_here = if path.escape[depth] { trie.tokens(i) } else { &[] };
-                            let others = trie.subtree_ids(i).iter().filter(|t| !ending_here.contains(t));
-                            uncertain.extend(others.map(|&t| (t, at(t) + j as u32)));
+                            // The subtree's ids start with those ending here.
+                            let ending_here = if path.escape[depth] { trie.tokens(i).len() } else { 0 };
+                            let others = &trie.subtree_ids(i)[ending_here..];
+                            uncertain.extend(others.iter().map(|&t| (t, at(t) + j as u32)));
                         }
                     } else {
                         for c in trie.children(i).filter(|&c| has_byte(follow, trie.nodes[c].byte)) {

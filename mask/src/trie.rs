@@ -182,11 +182,10 @@ pub(crate) struct TextTokens {
     pub rest_cut_at: rustc_hash::FxHashMap<u32, u32>,
     /// All text tokens (but an empty one, which no walk takes), as a mask.
     all_mask: Vec<u32>,
-    /// Per ASCII byte, the tokens that have it, as a mask; and the tokens with a
-    /// non-ASCII byte (for [`TextTokens::run_split`]).
+    /// Per ASCII byte, the tokens that have it, as a mask, then (at [`NON_ASCII`]) the
+    /// tokens with a non-ASCII byte (for [`TextTokens::run_split`]).
     with_byte: Vec<Vec<u32>>,
-    with_non_ascii: Vec<u32>,
-    /// How many tokens each of those masks has (the last: `with_non_ascii`).
+    /// How many tokens each of those masks has.
     with_counts: Vec<usize>,
     /// [`RunSplit::within`] masks made so far, by run bytes.
     within: std::sync::Mutex<rustc_hash::FxHashMap<u128, std::sync::Arc<Vec<u32>>>>,
@@ -208,6 +207,9 @@ pub(crate) struct RunSplit {
 /// How many [`RunSplit::within`] masks a vocabulary keeps (a pattern's class recurs at
 /// every counted position of its string, and real schemas repeat a few classes).
 const MAX_WITHIN_KEPT: usize = 64;
+
+/// Where [`TextTokens`]'s per-byte masks keep the one of every non-ASCII byte.
+const NON_ASCII: usize = 0x80;
 
 /// More tokens than this to cut, and a run's masks are walked as any other.
 const MAX_CUT_TOKENS: usize = 16_384;
@@ -238,7 +240,15 @@ impl TextTokens {
         let (mut rest, mut long_plain) = (Vec::new(), Vec::new());
         let (mut rest_cut, mut rest_cut_at) = (Vec::new(), rustc_hash::FxHashMap::default());
         let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
+        let mut all_mask = crate::bitmask::new_mask(mask_width);
+        let mut with_byte = vec![crate::bitmask::new_mask(mask_width); NON_ASCII + 1];
         for &(bytes, id) in tokens {
+            if !bytes.is_empty() {
+                crate::bitmask::set(&mut all_mask, id);
+            }
+            for &b in bytes {
+                crate::bitmask::set(&mut with_byte[(b as usize).min(NON_ASCII)], id);
+            }
             if is_plain_text(bytes) {
                 crate::bitmask::set(&mut plain, id);
                 // Characters: the bytes that do not continue one.
@@ -258,18 +268,6 @@ impl TextTokens {
                 rest_cut_at.insert(id, k as u32);
             }
         }
-        let mut all_mask = crate::bitmask::new_mask(mask_width);
-        let mut with_byte = vec![crate::bitmask::new_mask(mask_width); 128];
-        let mut with_non_ascii = crate::bitmask::new_mask(mask_width);
-        for &(bytes, id) in tokens.iter().filter(|(bytes, _)| !bytes.is_empty()) {
-            crate::bitmask::set(&mut all_mask, id);
-            for &b in bytes {
-                match with_byte.get_mut(b as usize) {
-                    Some(m) => crate::bitmask::set(m, id),
-                    None => crate::bitmask::set(&mut with_non_ascii, id),
-                }
-            }
-        }
         TextTokens {
             all: TokenTrie::build(tokens.iter().copied()),
             plain,
@@ -286,9 +284,8 @@ impl TextTokens {
             rest_cut: TokenTrie::build(rest_cut),
             rest_cut_at,
             all_mask,
-            with_counts: with_byte.iter().chain([&with_non_ascii]).map(|m| crate::bitmask::count(m)).collect(),
+            with_counts: with_byte.iter().map(|m| crate::bitmask::count(m)).collect(),
             with_byte,
-            with_non_ascii,
             within: Default::default(),
         }
     }
@@ -312,16 +309,15 @@ impl TextTokens {
         let in_run = |b: u8| b < 0x80 && run >> b & 1 == 1;
         let n_longer = self.by_len.partition_point(|&id| vocab.token_bytes(id).len() > len as usize);
         let longer = || self.by_len[..n_longer].iter().copied();
-        let mut masks: Vec<usize> = (0..0x80).filter(|&b| crate::cache::has_byte(next, b as u8)).collect();
+        let mut masks: Vec<usize> = (0..NON_ASCII).filter(|&b| crate::cache::has_byte(next, b as u8)).collect();
         if next[2] | next[3] != 0 {
-            masks.push(0x80);
+            masks.push(NON_ASCII);
         }
         // Counted first: too many, and nothing is looked at.
         if n_longer + masks.iter().map(|&m| self.with_counts[m]).sum::<usize>() > MAX_CUT_TOKENS {
             return None;
         }
-        let masks = masks.into_iter().map(|m| self.with_byte.get(m).unwrap_or(&self.with_non_ascii));
-        let candidates = masks.flat_map(|m| crate::bitmask::allowed(m)).chain(longer());
+        let candidates = masks.into_iter().flat_map(|m| crate::bitmask::allowed(&self.with_byte[m])).chain(longer());
         let (mut by_offset, mut cut_at) = (Vec::<(u32, Vec<(&[u8], u32)>)>::new(), rustc_hash::FxHashMap::default());
         for id in candidates {
             let bytes = vocab.token_bytes(id);
@@ -363,9 +359,8 @@ impl TextTokens {
             return m.clone();
         }
         let mut within = self.all_mask.clone();
-        let outside = (0..0x80u8).filter(|&b| run >> b & 1 == 0).map(|b| &self.with_byte[b as usize]);
-        for m in outside.chain([&self.with_non_ascii]) {
-            within.iter_mut().zip(m).for_each(|(w, x)| *w &= !x);
+        for m in (0..=NON_ASCII).filter(|&b| b == NON_ASCII || run >> b & 1 == 0) {
+            within.iter_mut().zip(&self.with_byte[m]).for_each(|(w, x)| *w &= !x);
         }
         let within = std::sync::Arc::new(within);
         let mut kept = kept();

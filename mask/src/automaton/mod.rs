@@ -868,7 +868,7 @@ struct RuleDfa {
 
 /// Per-state lists in one buffer (most states have none: a list of its own per state
 /// was an allocation each). `rows[s]` is state `s`'s list.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Rows<T> {
     items: Vec<T>,
     /// State `s`'s list is `items[starts[s]..starts[s + 1]]` (one entry more than states).
@@ -895,6 +895,11 @@ impl<T> Rows<T> {
         &self.items[self.starts[s] as usize..self.starts[s + 1] as usize]
     }
 
+    /// How many lists.
+    fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
     /// No lists (keeping the buffers).
     fn clear(&mut self) {
         self.items.clear();
@@ -916,7 +921,7 @@ impl<T> Rows<T> {
     /// Keeps, in every list, the items `keep` holds to.
     fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         let mut kept = 0;
-        for s in 0..self.starts.len() - 1 {
+        for s in 0..self.len() {
             let (start, end) = (self.starts[s] as usize, self.starts[s + 1] as usize);
             self.starts[s] = kept as u32;
             for i in start..end {

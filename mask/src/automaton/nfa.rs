@@ -141,7 +141,7 @@ impl<'a> NfaBuilder<'a> {
         if max < CHAIN_MIN_COUNT || max > self.limits.max_repetition {
             return Ok(None);
         }
-        self.rule_name = grammar.rule(rule).name.clone();
+        self.rule_name.clone_from(&grammar.rule(rule).name);
         let Some(body) = self.mini_dfa(Node::Expr(expr), 0)? else { return Ok(None) };
         let literals = |part: &[&Expr]| {
             part.iter().flat_map(|e| if let Expr::Literal(b) = e { b.as_slice() } else { &[] }).copied().collect()
@@ -289,46 +289,34 @@ impl<'a> NfaBuilder<'a> {
             None => this.build_node(node, s, depth + 1),
         };
         let mut cur = start;
-        if min > 0 && max.is_none() {
-            // `X{m,}` is `X{m-1} X+`, the last copy looping back to itself:
-            // cur --ε--> s --expr--> e --ε--> s; exit at e.
+        let Some(max) = max else {
+            // `X*` loops at `cur`: cur --ε--> s --expr--> e --ε--> cur, exit at cur.
+            // `X{m,}` with m ≥ 1 is `X{m-1} X+`, the last copy looping back to itself:
+            // cur --ε--> s --expr--> e --ε--> s, exit at e.
             for _ in 1..min {
                 cur = copy(self, cur)?;
             }
             let s = self.new_state()?;
             self.edge(cur, Edge::Eps(s));
             let e = copy(self, s)?;
-            self.edge(e, Edge::Eps(s));
+            let (head, exit) = if min == 0 { (cur, cur) } else { (s, e) };
+            self.edge(e, Edge::Eps(head));
             let end = self.new_state()?;
-            self.edge(e, Edge::Eps(end));
+            self.edge(exit, Edge::Eps(end));
             return Ok(end);
-        }
+        };
         for _ in 0..min {
             cur = copy(self, cur)?;
         }
-        match max {
-            None => {
-                // cur --ε--> s --expr--> e --ε--> cur; exit at cur.
-                let s = self.new_state()?;
-                self.edge(cur, Edge::Eps(s));
-                let e = copy(self, s)?;
-                self.edge(e, Edge::Eps(cur));
-                let end = self.new_state()?;
-                self.edge(cur, Edge::Eps(end));
-                Ok(end)
-            }
-            Some(max) => {
-                let end = self.new_state()?;
-                for _ in min..max {
-                    self.edge(cur, Edge::Eps(end));
-                    let s = self.new_state()?;
-                    self.edge(cur, Edge::Eps(s));
-                    cur = copy(self, s)?;
-                }
-                self.edge(cur, Edge::Eps(end));
-                Ok(end)
-            }
+        let end = self.new_state()?;
+        for _ in min..max {
+            self.edge(cur, Edge::Eps(end));
+            let s = self.new_state()?;
+            self.edge(cur, Edge::Eps(s));
+            cur = copy(self, s)?;
         }
+        self.edge(cur, Edge::Eps(end));
+        Ok(end)
     }
 
     /// The minimal automaton of `node` alone, or `None` when it has more than

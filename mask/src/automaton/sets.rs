@@ -1,6 +1,7 @@
 //! Interned sets of NFA states for the subset construction: all sets in one arena, found
 //! again by hash, so a new automaton state costs no allocation of its own.
 
+use super::Rows;
 use rustc_hash::FxHashMap;
 use std::hash::{BuildHasher, BuildHasherDefault};
 
@@ -13,9 +14,8 @@ const NONE: u32 = u32::MAX;
 /// ```
 #[derive(Default)]
 pub(crate) struct StateSets {
-    data: Vec<u32>,
-    /// Set `i` is `data[ends[i - 1]..ends[i]]` (from 0 for the first).
-    ends: Vec<u32>,
+    /// Set `i` is `sets[i]`.
+    sets: Rows<u32>,
     /// Hash → the last set interned with that hash; earlier ones via `same_hash`.
     by_hash: FxHashMap<u64, u32>,
     same_hash: Vec<u32>,
@@ -24,19 +24,17 @@ pub(crate) struct StateSets {
 impl StateSets {
     /// Forgets every set, keeping the memory.
     pub fn clear(&mut self) {
-        self.data.clear();
-        self.ends.clear();
+        self.sets.clear();
         self.by_hash.clear();
         self.same_hash.clear();
     }
 
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.sets.len()
     }
 
     pub fn get(&self, id: u32) -> &[u32] {
-        let start = if id == 0 { 0 } else { self.ends[id as usize - 1] };
-        &self.data[start as usize..self.ends[id as usize] as usize]
+        self.sets.get(id as usize)
     }
 
     /// The id of `set`, and whether it is new.
@@ -54,8 +52,7 @@ impl StateSets {
             id = self.same_hash[id as usize];
         }
         let id = self.len() as u32;
-        self.data.extend_from_slice(set);
-        self.ends.push(self.data.len() as u32);
+        self.sets.push_row(set.iter().copied());
         self.same_hash.push(last);
         self.by_hash.insert(hash, id);
         (id, true)
