@@ -14,7 +14,7 @@ use stencil_grammar::{Expr, Grammar, RuleId};
 use crate::ecma::full_match_hir;
 use crate::escape::{escape_hir, json_string, length_hir};
 use crate::numbers::{decimal_range_regex, int_range_regex, Decimal};
-use crate::resolve::{escape_pointer_token, Loc, Resources};
+use crate::resolve::{push_token, Loc, Resources};
 use crate::{CompiledSchema, Draft, Mode, PropertyOrder, SchemaError, SchemaOptions, Unenforced, Whitespace};
 
 /// Interned schema location.
@@ -405,11 +405,9 @@ impl<'o> Ctx<'o> {
     }
 
     fn child(&mut self, sid: Sid, path: &[&str]) -> Sid {
-        let (doc, p) = self.locs[sid as usize].clone();
-        let mut p = p;
+        let (doc, mut p) = self.locs[sid as usize].clone();
         for t in path {
-            p.push('/');
-            p.push_str(&escape_pointer_token(t));
+            push_token(&mut p, t);
         }
         self.sid(&(doc, p))
     }

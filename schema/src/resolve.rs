@@ -57,21 +57,19 @@ const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
 const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
-/// Appends `/` and `t`, escaped, to pointer `ptr`.
-fn push_token(ptr: &mut String, t: &str) {
+/// Appends `/` and token `t`, escaped (`~` as `~0`, `/` as `~1`), to pointer `ptr`.
+pub(crate) fn push_token(ptr: &mut String, t: &str) {
     ptr.push('/');
-    if t.contains(['~', '/']) {
-        ptr.push_str(&t.replace('~', "~0").replace('/', "~1"));
-    } else {
+    if !t.contains(['~', '/']) {
         ptr.push_str(t);
-    }
-}
-
-pub(crate) fn escape_pointer_token(t: &str) -> String {
-    if t.contains(['~', '/']) {
-        t.replace('~', "~0").replace('/', "~1")
     } else {
-        t.to_string()
+        for c in t.chars() {
+            match c {
+                '~' => ptr.push_str("~0"),
+                '/' => ptr.push_str("~1"),
+                c => ptr.push(c),
+            }
+        }
     }
 }
 
@@ -177,7 +175,9 @@ impl Resources {
             for k in ["$anchor", "$dynamicAnchor"] {
                 if draft >= Draft::Draft201909 {
                     if let Some(a) = m.get(k).and_then(Value::as_str) {
-                        self.anchors.entry(format!("{}#{}", normalize_uri(base.as_str()), a)).or_insert((doc, ptr.clone()));
+                        self.anchors
+                            .entry(format!("{}#{}", normalize_uri(base.as_str()), a))
+                            .or_insert((doc, ptr.clone()));
                     }
                 }
             }
@@ -187,7 +187,8 @@ impl Resources {
         }
         let here = ptr.len();
         for (k, sub) in m {
-            let (single, array, map) = (SINGLE.contains(&k.as_str()), ARRAYS.contains(&k.as_str()), MAPS.contains(&k.as_str()));
+            let (single, array, map) =
+                (SINGLE.contains(&k.as_str()), ARRAYS.contains(&k.as_str()), MAPS.contains(&k.as_str()));
             if !(single || array || map) {
                 continue;
             }
@@ -234,7 +235,13 @@ impl Resources {
     }
 
     /// Resolves `reference` found at `from`.
-    pub fn resolve(&mut self, from: &Loc, reference: &str, registry: &Registry, pointer: &str) -> Result<Loc, SchemaError> {
+    pub fn resolve(
+        &mut self,
+        from: &Loc,
+        reference: &str,
+        registry: &Registry,
+        pointer: &str,
+    ) -> Result<Loc, SchemaError> {
         let fail = |reason: &str| SchemaError::UnresolvableRef {
             pointer: pointer.to_string(),
             reference: reference.to_string(),
