@@ -31,8 +31,12 @@ pub(crate) struct StateMasks {
 struct Path {
     /// The set's only item, when it has one that steps alone (the common case inside
     /// strings and other terminals: a step is then one table lookup and the chart is not
-    /// touched); `state` is [`DEAD`] otherwise.
+    /// touched; see [`Path::record`] for the sets that count as one item); `state` is
+    /// [`DEAD`] otherwise.
     single: Vec<Item>,
+    /// The item the set is rebuilt from, where `single` is one: `single` itself, or the
+    /// caller whose callee's start `single` is (see [`Path::record`]).
+    chart_item: Vec<Item>,
     /// The bytes the set can take (kept where `single` is none).
     next_bytes: Vec<[u64; 4]>,
     /// Whether the state's rule may end there (an escape).
@@ -91,7 +95,7 @@ pub(crate) fn compute(
         let mut accepted = text.plain_upto[reach].clone();
         walk_in(&text.rest, &all_roots, &mut accepted)?;
         accepted
-    } else if a.loops_over_plain_text(state) {
+    } else if a.loops_over_plain_text(state) || a.waits_for(state).is_some_and(|s| a.loops_over_plain_text(s)) {
         // A loop over all plain text (a string's interior): every plain token is allowed,
         // and the others are walked only from their first byte that is not plain text,
         // where the loop is back in this state (most of them then die at once: a control
@@ -198,6 +202,7 @@ fn walk(
     let depths = trie.max_depth + 1;
     let mut path = Path {
         single: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
+        chart_item: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
         next_bytes: vec![[0u64; 4]; depths],
         escape: vec![false; depths],
         escapes_to: vec![0u32; depths],
@@ -209,7 +214,7 @@ fn walk(
     // with nothing before it on its path to carry its tokens.
     let first = match path.single[0] {
         Item { state: DEAD, .. } => path.next_bytes[0],
-        it => a.first_bytes[it.state as usize],
+        it => a.item_bytes(it.state),
     };
     for &(byte, child) in &trie.root_children {
         if !roots[byte as usize] || !has_byte(&first, byte) {
@@ -231,8 +236,10 @@ fn walk(
                     continue;
                 }
                 match a.next(parent.state, node.byte) {
+                    // A byte that the parent's callee takes (see `Path::record`).
+                    _ if !a.is_simple(parent.state) && callee_takes(a, parent.state, node.byte) => Step::Full,
                     DEAD => Step::Dead,
-                    t if a.steps_alone(t, parent.origin) => Step::Alone(t),
+                    t if a.steps_alone(t, parent.origin) || a.steps_with_callee(t).is_some() => Step::Alone(t),
                     _ => Step::Full,
                 }
             } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
@@ -246,7 +253,12 @@ fn walk(
                     false
                 }
                 Step::Alone(t) => {
-                    path.single[depth] = Item { state: t, origin: parent.origin };
+                    let it = Item { state: t, origin: parent.origin };
+                    path.chart_item[depth] = it;
+                    path.single[depth] = match a.waits_for(t) {
+                        Some(callee) => Item { state: callee, origin: depth as u32 },
+                        None => it,
+                    };
                     path.escape[depth] = parent.origin == NO_ORIGIN && a.is_final[t as usize];
                     true
                 }
@@ -254,8 +266,8 @@ fn walk(
                     // Bring the chart up to the parent's set, then step.
                     chart.truncate(path.charted);
                     for k in path.charted..depth {
-                        debug_assert_ne!(path.single[k].state, DEAD, "sets left out of the chart have one item");
-                        chart.push_set(a, [path.single[k]], scratch);
+                        debug_assert_ne!(path.chart_item[k].state, DEAD, "sets left out of the chart have one item");
+                        chart.push_set(a, [path.chart_item[k]], scratch);
                     }
                     let info = chart.scan_byte(a, node.byte, scratch);
                     if info.overflow {
@@ -305,16 +317,40 @@ fn walk(
 }
 
 impl Path {
-    /// Records the chart's last set as the set at `depth`; whether it is non-empty.
+    /// Records the chart's last set as the set at `depth`; whether it is non-empty. Items
+    /// that can take nothing more (a callee that has ended, its caller moved on) are left
+    /// out. A set of one item that steps alone is kept as that item. So is a set of an
+    /// item and the start of its one callee ([`Automaton::steps_with_callee`]): as the
+    /// item, whose bytes are its own but for those its callee takes (the walk steps the
+    /// chart on those), or, when the item only waits for its callee, as the callee's
+    /// item (the caller stays in the chart for the callee's end).
     fn record(&mut self, a: &Automaton, chart: &Chart, depth: usize) -> bool {
         self.single[depth].state = DEAD;
-        match chart.last() {
-            [] => return false,
-            [it] if a.steps_alone(it.state, it.origin) => self.single[depth] = *it,
+        let set = chart.last();
+        if set.is_empty() {
+            return false;
+        }
+        let mut live = set.iter().filter(|it| !a.is_inert(it.state));
+        match (live.next(), live.next(), live.next()) {
+            (Some(&it), None, _) if a.steps_alone(it.state, it.origin) => {
+                (self.single[depth], self.chart_item[depth]) = (it, it);
+            }
+            (Some(&caller), Some(&it), None)
+                if it.origin as usize == depth && a.steps_with_callee(caller.state) == Some(it.state) =>
+            {
+                let single = if a.has_byte_edges(caller.state) { caller } else { it };
+                (self.single[depth], self.chart_item[depth]) = (single, caller);
+            }
             _ => self.next_bytes[depth] = chart.next_bytes(a),
         }
         true
     }
+}
+
+/// Whether the callee of `state` (see [`Automaton::steps_with_callee`]) takes `byte`.
+#[inline]
+fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
+    a.steps_with_callee(state).is_some_and(|callee| has_byte(&a.first_bytes[callee as usize], byte))
 }
 
 /// Whether every token in node `i`'s subtree keeps the one item `parent` alive and alone:

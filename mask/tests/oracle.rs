@@ -396,6 +396,57 @@ fn plain_text_after_some_first_characters() {
     }
 }
 
+/// Keys that are none of some names, as the schema compiler writes them: a walk down
+/// the names' trie that ends at a node that is not a name, or leaves it and calls a rule
+/// shared by every such key for the rest of the string (`rest`; `other` when the next
+/// character is not plain). While the called rule runs, its caller only waits for it:
+/// the masks then come from the callee's state, with the caller kept for its end.
+#[test]
+fn keys_that_leave_a_trie_for_a_shared_rule() {
+    let words = [
+        "<eos>", "{", "}", "\"", "a", "ab", "abc", "b", "x", "xa", "xy", "xyz", "\"a", "\"ab", "\"x", "\":", "\":1",
+        "1", ",", ",\"", "é", "éx", "é\"", "\"é", "中", "中z", "a中", "\\n", "\\u00e9", "a\"", "ab\"", "x\"", "x\":",
+        "\"}", "1}", "1,\"", "\\",
+    ];
+    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    // Any character of a JSON string; and narrower rests, which plain text can leave.
+    let any = r#"[ -!#-\[\]-~] | [\u0080-\U0010FFFF] | "\\" ["\\nt] | "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f]"#;
+    let narrow = r#"[a-c] | [\u0080-\U0010FFFF] | "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f]"#;
+    for (chars, other_chars) in [(any, any), (narrow, narrow), (any, narrow)] {
+        let g = stencil_grammar::parse_gbnf(&format!(
+            r#"
+            root ::= "{{" (kv ("," kv)*)? "}}"
+            kv ::= "\"" (("" | "a") "\"" | ([ -!#-\[\]-`b-~] | "a" [ -!#-\[\]-ac-~] | "ab" [ -!#-\[\]-~]) rest
+                  | ("" | "a" | "ab") other) ":" ("1" | "\"" [a-b]* "\"")
+            rest ::= ({chars})* "\""
+            other ::= ([\u0080-\U0010FFFF] | "\\" ["\\nt] | "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f]) ({other_chars})* "\""
+            "#
+        ))
+        .unwrap();
+        let compiled = CompiledGrammar::new(&g, vocab.clone()).unwrap();
+        assert!(compiled.stats().rules >= 4, "the shared rules stay rules: {:?}", compiled.stats());
+        let r = Recognizer::new(&g).unwrap();
+        for prefix in
+            ["{\"", "{\"a", "{\"ab", "{\"x", "{\"xa", "{\"é", "{\"\\n", "{\"a\\n", "{\"ab\\u00e9", "{\"x\":1,\"a"]
+        {
+            let mut m = Matcher::new(compiled.clone());
+            if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
+                continue;
+            }
+            assert_eq!(
+                engine_mask(&mut m),
+                brute_force_mask(&r, &vocab, prefix.as_bytes()),
+                "{chars} / {other_chars}: after {prefix}"
+            );
+        }
+        for seed in 1..40 {
+            if let Err(e) = check_walk(&g, vocab.clone(), seed, 16) {
+                panic!("{chars} / {other_chars}: seed {seed}: {e}");
+            }
+        }
+    }
+}
+
 /// Greedy longest-match tokenization (enough for the small vocabularies here).
 fn tokenize(vocab: &Vocabulary, text: &str) -> Vec<u32> {
     let mut out = Vec::new();

@@ -149,6 +149,8 @@ pub(crate) struct Ctx<'o> {
     patterns: HashMap<String, Result<Hir, String>>,
     matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
     any_string: Option<RuleId>,
+    /// The shared ends of "any string but these" (see [`Ctx::string_not_in`]).
+    string_rests: Option<crate::not_in::StringRests>,
     /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
     depth: usize,
 }
@@ -174,6 +176,7 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         patterns: HashMap::default(),
         matchers: HashMap::default(),
         any_string: None,
+        string_rests: None,
         depth: 0,
     };
     ctx.setup_style();
@@ -1412,8 +1415,7 @@ impl<'o> Ctx<'o> {
                 if has_len {
                     self.unenforced("not", &ptr, "excluding strings together with a length bound")?;
                 } else {
-                    let e = crate::not_in::string_not_in(excluded);
-                    return Ok(Some(seq(vec![lit("\""), e, lit("\"")])));
+                    return Ok(Some(self.string_not_in(excluded)));
                 }
             }
             if !has_len {
@@ -1451,6 +1453,18 @@ impl<'o> Ctx<'o> {
             return Ok(Some(Expr::Rule(self.add_rule(&name, string))));
         }
         Ok(Some(string))
+    }
+
+    /// A JSON string that is none of `excluded` (see [`crate::not_in`]); the first call
+    /// adds the shared rules it ends in.
+    fn string_not_in(&mut self, excluded: &[String]) -> Expr {
+        if self.string_rests.is_none() {
+            let [any, other] = crate::not_in::StringRests::bodies();
+            let any = Expr::Rule(self.add_rule("string-rest", no_inline(any)));
+            let other = Expr::Rule(self.add_rule("string-rest-other", no_inline(other)));
+            self.string_rests = Some(crate::not_in::StringRests { any, other });
+        }
+        crate::not_in::string_not_in(excluded, self.string_rests.as_ref().expect("set above"))
     }
 
     /// The contents of any string, as one shared rule.
@@ -2269,23 +2283,26 @@ impl<'o> Ctx<'o> {
                 let mut c = value_conj.clone();
                 c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
-                alts.push(seq(vec![lit("\""), key, lit("\""), sep.clone(), v]));
+                alts.push(seq(vec![key, sep.clone(), v]));
             }
             return Ok(alt(alts));
         }
         let Some(v) = self.value_rule(&value_conj, cd, None)? else { return Ok(None) };
-        let key = key_lang.unwrap_or_else(|| crate::not_in::string_not_in(declared));
-        let kv = seq(vec![lit("\""), key, lit("\""), sep, v]);
+        let key = match key_lang {
+            Some(k) => k,
+            None => self.string_not_in(declared),
+        };
+        let kv = seq(vec![key, sep, v]);
         Ok(Some(Expr::Rule(self.add_rule("extra-property", kv))))
     }
 
-    /// The escaped spelling of a key language without the declared names (extra
-    /// properties never repeat one); `None` when nothing is left, or (with a warning) when
-    /// the difference is too large. Any key at all is "any string but these", built as
+    /// The keys (JSON strings, quotes included) of a key language without the declared
+    /// names (extra properties never repeat one); `None` when nothing is left, or (with a
+    /// warning) when the difference is too large. Any key at all is "any string but these", built as
     /// such: the derivatives of `.*` by each declared key grow with every character.
     fn key_minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
         if crate::hirset::surely_universal(&h) {
-            return Ok(Some(crate::not_in::string_not_in(declared)));
+            return Ok(Some(self.string_not_in(declared)));
         }
         let re = hir_matcher(&h);
         let hit: Vec<String> =
@@ -2304,7 +2321,7 @@ impl<'o> Ctx<'o> {
             }
         };
         let escaped = escape_hir(&rest).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: String::new(), reason: e })?;
-        Ok(Some(hir_expr(&escaped)))
+        Ok(Some(seq(vec![lit("\""), hir_expr(&escaped), lit("\"")])))
     }
 
     /// The key language of a `propertyNames` schema of simple string form: `true`, or

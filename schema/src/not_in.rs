@@ -26,35 +26,51 @@ static NOT_PLAIN: LazyLock<Expr> = LazyLock::new(|| {
 /// Any string contents.
 static ANY: LazyLock<Expr> = LazyLock::new(|| hir_expr(&length_hir(0, None)));
 
-/// String contents (escaped) of any string except `excluded`, over a trie of the excluded
-/// strings' characters: either a walk down the trie that stops at a node that is not an
-/// excluded string, or one that leaves the trie by some other character and is followed
-/// by anything. "Anything" is written once, in place: a call would make every byte of
-/// such a key a two-item Earley step, and one copy per trie node would make its automaton
-/// as many times bigger.
+/// The ends of every "any string but these", as calls of two rules the grammar shares
+/// (see [`StringRests::bodies`]). Written in place, every such string would hold its own
+/// copy of "anything", and of the escapes and UTF-8 sequences of the characters that are
+/// not plain (a third of a big schema's automaton).
+pub(crate) struct StringRests {
+    /// Any contents, then the closing quote.
+    pub any: Expr,
+    /// One character that is not plain, then any contents and the closing quote.
+    pub other: Expr,
+}
+
+impl StringRests {
+    /// The bodies of the rules behind [`StringRests::any`] and [`StringRests::other`].
+    pub(crate) fn bodies() -> [Expr; 2] {
+        let any = seq(vec![ANY.clone(), lit("\"")]);
+        [any.clone(), seq(vec![NOT_PLAIN.clone(), any])]
+    }
+}
+
+/// A JSON string (quotes and escapes included) that is none of `excluded`, over a trie
+/// of the excluded strings' characters: either a walk down the trie that stops at a
+/// node that is not an excluded string, or one that leaves the trie by some other
+/// character and goes on with anything (`rests`).
 ///
 /// ```text
-/// ["ab"]  ⇒  (| a (| b c…)) | (a ([^b] | …) | [^a] …) any*      (roughly)
+/// ["ab"]  ⇒  " (| a (| b ")) "  |  " (| a) ([^a] | a [^b] | a b [^"]) any* "      (roughly)
 /// ```
-pub(crate) fn string_not_in(excluded: &[String]) -> Expr {
+pub(crate) fn string_not_in(excluded: &[String], rests: &StringRests) -> Expr {
     let mut words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
     words.sort_unstable();
     words.dedup();
-    // Characters no excluded string has, spelled the same after any trie node: written
-    // once after "any prefix of the trie" rather than at every node (a key's trie node
-    // with its own copy of every non-ASCII character makes a big automaton). When the
-    // excluded strings are plain ASCII, that is every non-ASCII or escaped character.
+    // Characters no excluded string has, spelled the same after any trie node: taken
+    // once after "any prefix of the trie" (`rests.other`) rather than at every node (a
+    // key's trie node with its own copy of every non-ASCII character makes a big
+    // automaton). When the excluded strings are plain ASCII, that is every non-ASCII or
+    // escaped character.
     let all_plain = words.iter().flatten().all(|&c| is_plain(c));
     let any_char = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
     let root = walks(&words, 0, if all_plain { &PLAIN } else { &any_char }, all_plain);
-    let leaving = match root.prefix {
-        Some(prefix) => {
-            let by_shared = seq(vec![prefix, NOT_PLAIN.clone()]);
-            alt(root.leave.into_iter().chain([by_shared]).collect())
-        }
-        None => root.leave,
-    };
-    let alts = [root.stop, leaving.map(|l| seq(vec![l, ANY.clone()]))];
+    let quote = || lit("\"");
+    let alts = [
+        root.stop.map(|w| seq(vec![quote(), w, quote()])),
+        root.leave.map(|w| seq(vec![quote(), w, rests.any.clone()])),
+        root.prefix.map(|w| seq(vec![quote(), w, rests.other.clone()])),
+    ];
     alt(alts.into_iter().flatten().collect()).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
 }
 

@@ -263,8 +263,13 @@ impl Automaton {
             return Some((crate::trie::PLAIN_ASCII, true));
         }
         let rest = len.saturating_sub(1);
-        let reaches_from =
-            |t: u32| t != DEAD && self.steps_alone(t, NO_ORIGIN) && self.reaches_over_plain_text(t, rest);
+        let reaches_from = |t: u32| {
+            t != DEAD
+                && match self.waits_for(t) {
+                    Some(callee) => self.reaches_over_plain_text(callee, rest),
+                    None => self.steps_alone(t, NO_ORIGIN) && self.reaches_over_plain_text(t, rest),
+                }
+        };
         let mut ascii = 0u128;
         for b in (0..0x80u8).filter(|&b| crate::trie::PLAIN_ASCII >> b & 1 == 1) {
             if reaches_from(self.next(state, b)) {
@@ -274,11 +279,64 @@ impl Automaton {
         if ascii == 0 {
             return None;
         }
-        // Where the smallest non-ASCII character leads: all of them must lead there.
-        let after = self.next(state, 0xC2);
-        let to = if after == DEAD { DEAD } else { self.next(after, 0x80) };
-        let non_ascii = reaches_from(to) && self.utf8_leads_to(state, to, &NON_ASCII_UTF8);
+        // Where the smallest non-ASCII character leads: all of them must lead there, from
+        // the state or from the start of the rule it calls (a key that is none of some
+        // names takes its other characters in a shared rule).
+        let non_ascii_from = |s: u32| {
+            let after = self.next(s, 0xC2);
+            let to = if after == DEAD { DEAD } else { self.next(after, 0x80) };
+            reaches_from(to) && self.utf8_leads_to(s, to, &NON_ASCII_UTF8)
+        };
+        let non_ascii = non_ascii_from(state) || self.callee_start(state).is_some_and(non_ascii_from);
         Some((ascii, non_ascii))
+    }
+
+    /// The start state of the one rule that `state` calls, when that state steps alone.
+    pub fn callee_start(&self, state: u32) -> Option<u32> {
+        match self.calls[state as usize] {
+            [(rule, _)] => {
+                let start = self.rule_start[rule as usize];
+                self.simple[start as usize].then_some(start)
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Automaton::callee_start`] of a state that cannot end and takes no token: an item
+    /// reaching it by a byte makes a set with nothing but the callee's start (a key that
+    /// is none of some names, inside their trie, calls a shared rule for a character that
+    /// is not plain text).
+    pub fn steps_with_callee(&self, state: u32) -> Option<u32> {
+        let s = state as usize;
+        (!self.is_final[s] && self.token_edges[s].is_empty()).then(|| self.callee_start(state)).flatten()
+    }
+
+    /// [`Automaton::steps_with_callee`] when `state` takes no byte either: it only waits
+    /// for its callee (a key that is none of some names, once it left their trie, waits
+    /// for the shared rest of any string). While the callee runs, the item is its callee's.
+    pub fn waits_for(&self, state: u32) -> Option<u32> {
+        if self.has_byte_edges(state) {
+            None
+        } else {
+            self.steps_with_callee(state)
+        }
+    }
+
+    /// Whether an item in `state` can take nothing more: no byte, no token, no call (a
+    /// rule's end, once completed).
+    pub fn is_inert(&self, state: u32) -> bool {
+        let s = state as usize;
+        !self.has_byte_edges(state) && self.calls[s].is_empty() && self.token_edges[s].is_empty()
+    }
+
+    /// The bytes an item in `state` can take next, itself or through
+    /// [`Automaton::steps_with_callee`].
+    pub fn item_bytes(&self, state: u32) -> [u64; 4] {
+        let mut bytes = self.first_bytes[state as usize];
+        if let Some(callee) = self.steps_with_callee(state) {
+            bytes.iter_mut().zip(&self.first_bytes[callee as usize]).for_each(|(b, c)| *b |= c);
+        }
+        bytes
     }
 
     /// Whether `state` is a loop over all plain text (a JSON string's interior): every
