@@ -95,6 +95,16 @@ struct StrCons {
     formats: Vec<(String, String)>,
 }
 
+/// A string schema's escaped contents (see [`Ctx::string_expr`]).
+enum Contents {
+    /// The whole string, quotes included, built another way (any string; any but some).
+    Whole(Expr),
+    /// The contents, exactly the schema's.
+    Exact(Expr),
+    /// The contents, with a keyword left unenforced (and said so, for this schema only).
+    Loosened(Expr),
+}
+
 #[derive(Clone, Default)]
 struct NumCons {
     min: Option<(Decimal, bool)>,
@@ -151,6 +161,9 @@ pub(crate) struct Ctx<'o> {
     any_string: Option<RuleId>,
     /// The shared ends of "any string but these" (see [`Ctx::string_not_in`]).
     string_rests: Option<crate::not_in::StringRests>,
+    /// Escaped contents of strings of one pattern or format (is format, source, length
+    /// bounds), built once per compile.
+    string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
     /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
     depth: usize,
 }
@@ -177,6 +190,7 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         matchers: HashMap::default(),
         any_string: None,
         string_rests: None,
+        string_contents: HashMap::default(),
         depth: 0,
     };
     ctx.setup_style();
@@ -262,15 +276,19 @@ pub(crate) fn alt(v: Vec<Expr>) -> Option<Expr> {
 /// `string_expr`): inlined, each property would carry its own copy of the count's states.
 const OWN_RULE_LENGTH: u64 = 64;
 
+/// A rule name from a JSON pointer: its ASCII letters and digits, every run of other
+/// characters one `-`, at most its last 60 characters.
 fn sanitize(p: &str) -> String {
-    let s: String = p.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
-    let s = s.trim_matches('-').to_string();
-    let mut out = String::new();
-    for c in s.chars() {
-        if c == '-' && out.ends_with('-') {
-            continue;
+    let mut out = String::with_capacity(p.len());
+    for c in p.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
         }
-        out.push(c);
+    }
+    if out.ends_with('-') {
+        out.pop();
     }
     if out.len() > 60 {
         out = out[out.len() - 60..].trim_start_matches('-').to_string();
@@ -1398,6 +1416,44 @@ impl<'o> Ctx<'o> {
                 return Ok(None);
             }
         }
+        // A string of one pattern or format and its length bounds is the same wherever it
+        // appears (schemas repeat `format: date-time`): translated and escaped once.
+        let key = match (&s.patterns[..], &s.formats[..]) {
+            ([(p, _)], []) if excluded.is_empty() => Some((false, p.clone(), s.min_len, s.max_len)),
+            ([], [(f, _)]) if excluded.is_empty() => Some((true, f.clone(), s.min_len, s.max_len)),
+            _ => None,
+        };
+        let known = key.as_ref().and_then(|k| self.string_contents.get(k)).cloned();
+        let contents = match known {
+            Some(contents) => contents,
+            None => match self.string_contents_of(node, excluded, &ptr)? {
+                Contents::Whole(string) => return Ok(Some(string)),
+                Contents::Exact(contents) => {
+                    if let Some(k) = key {
+                        self.string_contents.insert(k, contents.clone());
+                    }
+                    contents
+                }
+                Contents::Loosened(contents) => contents,
+            },
+        };
+        let counted = s.max_len.is_some_and(|m| m >= OWN_RULE_LENGTH) || s.min_len >= OWN_RULE_LENGTH;
+        let string = seq(vec![lit("\""), contents, lit("\"")]);
+        if counted {
+            // A rule of its own, quotes included (called mid-string, the caller would wait
+            // at every byte for the closing quote): properties with the same bounds share
+            // one automaton, and the engine builds a long count's directly (or splits it).
+            let name = format!("{}-maxLength-{}", sanitize(&ptr), s.max_len.unwrap_or(s.min_len));
+            return Ok(Some(Expr::Rule(self.add_rule(&name, string))));
+        }
+        Ok(Some(string))
+    }
+
+    /// The escaped contents of `node`'s strings (see [`Ctx::string_expr`]).
+    fn string_contents_of(&mut self, node: &Node, excluded: &[String], ptr: &str) -> Result<Contents, SchemaError> {
+        let s = &node.str;
+        let ptr = ptr.to_string();
+        let mut exact = true;
         // Character-level languages to intersect.
         let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
         for (p, pp) in &s.patterns {
@@ -1414,17 +1470,19 @@ impl<'o> Ctx<'o> {
             if !excluded.is_empty() {
                 if has_len {
                     self.unenforced("not", &ptr, "excluding strings together with a length bound")?;
+                    exact = false;
                 } else {
-                    return Ok(Some(self.string_not_in(excluded)));
+                    return Ok(Contents::Whole(self.string_not_in(excluded)));
                 }
             }
             if !has_len {
-                return Ok(Some(self.any_string()));
+                return Ok(Contents::Whole(self.any_string()));
             }
             length_hir(s.min_len.min(u32::MAX as u64) as u32, s.max_len.map(|m| m.min(u32::MAX as u64) as u32))
         } else {
             if !excluded.is_empty() {
                 self.unenforced("not", &ptr, "excluding strings together with a pattern or format")?;
+                exact = false;
             }
             let (first, _, _) = parts.remove(0);
             let mut h = first;
@@ -1434,25 +1492,18 @@ impl<'o> Ctx<'o> {
                     None => {
                         let kw = if s.max_len.is_some() { "maxLength" } else { "minLength" };
                         self.unenforced(kw, &ptr, "a length bound combined with a pattern or format of this shape")?;
+                        exact = false;
                     }
                 }
             }
             for (_, kw, p) in parts {
                 self.unenforced(&kw, &p, "a second pattern/format on the same string")?;
+                exact = false;
             }
             escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.clone(), pattern: String::new(), reason: e })?
         };
-        let content = escape_if_needed(content, parts_was_empty_len(has_len));
-        let counted = s.max_len.is_some_and(|m| m >= OWN_RULE_LENGTH) || s.min_len >= OWN_RULE_LENGTH;
-        let string = seq(vec![lit("\""), hir_expr(&content), lit("\"")]);
-        if counted {
-            // A rule of its own, quotes included (called mid-string, the caller would wait
-            // at every byte for the closing quote): properties with the same bounds share
-            // one automaton, and the engine builds a long count's directly (or splits it).
-            let name = format!("{}-maxLength-{}", sanitize(&ptr), s.max_len.unwrap_or(s.min_len));
-            return Ok(Some(Expr::Rule(self.add_rule(&name, string))));
-        }
-        Ok(Some(string))
+        let contents = hir_expr(&content);
+        Ok(if exact { Contents::Exact(contents) } else { Contents::Loosened(contents) })
     }
 
     /// A JSON string that is none of `excluded` (see [`crate::not_in`]); the first call
@@ -2739,12 +2790,6 @@ fn length_hir_chars(min: u32, max: Option<u32>) -> Hir {
     })
 }
 
-fn escape_if_needed(h: Hir, _b: bool) -> Hir {
-    h
-}
-fn parts_was_empty_len(b: bool) -> bool {
-    b
-}
 
 /// Character count of a fixed-length piece, if fixed.
 fn fixed_len(h: &Hir) -> Option<u64> {

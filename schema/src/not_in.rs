@@ -118,10 +118,8 @@ fn walks(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, with_prefix: b
         }
     }
     let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
-    let mut taken = ClassUnicode::new(here);
-    taken.negate();
     let mut other = chars.clone();
-    other.intersect(&taken);
+    other.difference(&ClassUnicode::new(here));
     if !other.ranges().is_empty() {
         leave.push(json_char_class(&other));
     }
@@ -131,9 +129,8 @@ fn walks(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, with_prefix: b
 /// One character of `class` as spelled inside a JSON string: a plain class when none
 /// needs an escape (nothing for the engine to parse), else the regex of its spellings.
 fn json_char_class(class: &ClassUnicode) -> Expr {
-    let mut needs_escape = class.clone();
-    needs_escape.difference(&PLAIN);
-    if needs_escape.ranges().is_empty() {
+    let plain = |r: &ClassUnicodeRange| PLAIN.ranges().iter().any(|p| p.start() <= r.start() && r.end() <= p.end());
+    if class.ranges().iter().all(plain) {
         Expr::Class(CharClass::new(class.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
     } else {
         hir_expr(&class_hir(class))
