@@ -2336,7 +2336,10 @@ impl<'o> Ctx<'o> {
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
                 alts.push(seq(vec![key, sep.clone(), v]));
             }
-            return Ok(alt(alts));
+            // A rule, as below: the chain writes extras at many places, and every copy of
+            // the patterns (often long: a language tag after each key's prefix) would be
+            // built again in the object's automaton.
+            return Ok(alt(alts).map(|kv| Expr::Rule(self.add_rule("extra-property", kv))));
         }
         let Some(v) = self.value_rule(&value_conj, cd, None)? else { return Ok(None) };
         let key = match key_lang {
