@@ -29,7 +29,7 @@ static ANY: LazyLock<Expr> = LazyLock::new(|| hir_expr(&length_hir(0, None)));
 /// The ends of every "any string but these", as calls of two rules the grammar shares
 /// (see [`StringRests::bodies`]). Written in place, every such string would hold its own
 /// copy of "anything", and of the escapes and UTF-8 sequences of the characters that are
-/// not plain (a third of a big schema's automaton).
+/// not plain (a fifth of the transition table of a big Kubernetes schema).
 pub(crate) struct StringRests {
     /// Any contents, then the closing quote.
     pub any: Expr,
@@ -51,7 +51,7 @@ impl StringRests {
 /// character and goes on with anything (`rests`).
 ///
 /// ```text
-/// ["ab"]  ⇒  " (| a (| b ")) "  |  " (| a) ([^a] | a [^b] | a b [^"]) any* "      (roughly)
+/// ["ab"]  ⇒  " (| a) "  |  " ([^a] | a [^b] | ab [^"]) rest  |  " (| a | ab) other      (roughly)
 /// ```
 pub(crate) fn string_not_in(excluded: &[String], rests: &StringRests) -> Expr {
     let mut words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();

@@ -291,7 +291,8 @@ impl Automaton {
         Some((ascii, non_ascii))
     }
 
-    /// The start state of the one rule that `state` calls, when that state steps alone.
+    /// The start state of the one rule that `state` calls, when that start predicts and
+    /// completes nothing.
     pub fn callee_start(&self, state: u32) -> Option<u32> {
         match self.calls[state as usize] {
             [(rule, _)] => {
