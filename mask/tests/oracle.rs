@@ -327,18 +327,7 @@ fn long_counts_take_long_tokens_exactly() {
         for tail in ["", r#" "b" [^"\\]{0,2}"#, r#" [a-c]*"#] {
             let src = format!(r#"root ::= "\"" [^"\\]{{0,{max}}}{tail} "\"""#);
             let g = stencil_grammar::parse_gbnf(&src).unwrap();
-            let r = Recognizer::new(&g).unwrap();
-            for prefix in ["\"", "\"a", "\"ab", "\"é"] {
-                let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
-                if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
-                    continue;
-                }
-                assert_eq!(
-                    engine_mask(&mut m),
-                    brute_force_mask(&r, &vocab, prefix.as_bytes()),
-                    "{src} after {prefix}"
-                );
-            }
+            assert_masks_after(&g, &vocab, &["\"", "\"a", "\"ab", "\"é"], &src);
         }
     }
 }
@@ -352,18 +341,8 @@ fn counted_string_ends_exactly() {
     for class in ["[a-c]", r#"[^"\\]"#] {
         for max in 1..6 {
             let g = stencil_grammar::parse_gbnf(&format!(r#"root ::= "\"" {class}{{0,{max}}} "\"""#)).unwrap();
-            let r = Recognizer::new(&g).unwrap();
-            for prefix in ["\"", "\"a", "\"aa", "\"aaa", "\"é", "\"aé"] {
-                let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
-                if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
-                    continue;
-                }
-                assert_eq!(
-                    engine_mask(&mut m),
-                    brute_force_mask(&r, &vocab, prefix.as_bytes()),
-                    "{class}{{0,{max}}} after {prefix}"
-                );
-            }
+            let prefixes = ["\"", "\"a", "\"aa", "\"aaa", "\"é", "\"aé"];
+            assert_masks_after(&g, &vocab, &prefixes, &format!("{class}{{0,{max}}}"));
         }
     }
 }
@@ -385,14 +364,7 @@ fn plain_text_after_some_first_characters() {
     ];
     for src in grammars {
         let g = stencil_grammar::parse_gbnf(src).unwrap();
-        let r = Recognizer::new(&g).unwrap();
-        for prefix in ["\"", "\"x", "\"a"] {
-            let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
-            if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
-                continue;
-            }
-            assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, prefix.as_bytes()), "{src} after {prefix}");
-        }
+        assert_masks_after(&g, &vocab, &["\"", "\"x", "\"a"], src);
     }
 }
 
@@ -425,25 +397,27 @@ fn keys_that_leave_a_trie_for_a_shared_rule() {
         .unwrap();
         let compiled = CompiledGrammar::new(&g, vocab.clone()).unwrap();
         assert!(compiled.stats().rules >= 4, "the shared rules stay rules: {:?}", compiled.stats());
-        let r = Recognizer::new(&g).unwrap();
-        for prefix in
-            ["{\"", "{\"a", "{\"ab", "{\"x", "{\"xa", "{\"é", "{\"\\n", "{\"a\\n", "{\"ab\\u00e9", "{\"x\":1,\"a"]
-        {
-            let mut m = Matcher::new(compiled.clone());
-            if m.accept_tokens(&tokenize(&vocab, prefix)).is_err() {
-                continue;
-            }
-            assert_eq!(
-                engine_mask(&mut m),
-                brute_force_mask(&r, &vocab, prefix.as_bytes()),
-                "{chars} / {other_chars}: after {prefix}"
-            );
-        }
+        let prefixes =
+            ["{\"", "{\"a", "{\"ab", "{\"x", "{\"xa", "{\"é", "{\"\\n", "{\"a\\n", "{\"ab\\u00e9", "{\"x\":1,\"a"];
+        assert_masks_after(&g, &vocab, &prefixes, &format!("{chars} / {other_chars}"));
         for seed in 1..40 {
             if let Err(e) = check_walk(&g, vocab.clone(), seed, 16) {
                 panic!("{chars} / {other_chars}: seed {seed}: {e}");
             }
         }
+    }
+}
+
+/// After each of `prefixes` that the grammar takes (tokenized greedily), the engine's
+/// mask on a freshly compiled grammar equals the brute-force one.
+fn assert_masks_after(g: &Grammar, vocab: &Arc<Vocabulary>, prefixes: &[&str], what: &str) {
+    let r = Recognizer::new(g).unwrap();
+    for prefix in prefixes {
+        let mut m = Matcher::new(CompiledGrammar::new(g, vocab.clone()).unwrap());
+        if m.accept_tokens(&tokenize(vocab, prefix)).is_err() {
+            continue;
+        }
+        assert_eq!(engine_mask(&mut m), brute_force_mask(&r, vocab, prefix.as_bytes()), "{what}: after {prefix}");
     }
 }
 

@@ -1452,7 +1452,6 @@ impl<'o> Ctx<'o> {
     /// The escaped contents of `node`'s strings (see [`Ctx::string_expr`]).
     fn string_contents_of(&mut self, node: &Node, excluded: &[String], ptr: &str) -> Result<Contents, SchemaError> {
         let s = &node.str;
-        let ptr = ptr.to_string();
         let mut exact = true;
         // Character-level languages to intersect.
         let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
@@ -1469,7 +1468,7 @@ impl<'o> Ctx<'o> {
         let content: Hir = if parts.is_empty() {
             if !excluded.is_empty() {
                 if has_len {
-                    self.unenforced("not", &ptr, "excluding strings together with a length bound")?;
+                    self.unenforced("not", ptr, "excluding strings together with a length bound")?;
                     exact = false;
                 } else {
                     return Ok(Contents::Whole(self.string_not_in(excluded)));
@@ -1481,7 +1480,7 @@ impl<'o> Ctx<'o> {
             length_hir(s.min_len.min(u32::MAX as u64) as u32, s.max_len.map(|m| m.min(u32::MAX as u64) as u32))
         } else {
             if !excluded.is_empty() {
-                self.unenforced("not", &ptr, "excluding strings together with a pattern or format")?;
+                self.unenforced("not", ptr, "excluding strings together with a pattern or format")?;
                 exact = false;
             }
             let (first, _, _) = parts.remove(0);
@@ -1491,7 +1490,7 @@ impl<'o> Ctx<'o> {
                     Some(x) => h = x,
                     None => {
                         let kw = if s.max_len.is_some() { "maxLength" } else { "minLength" };
-                        self.unenforced(kw, &ptr, "a length bound combined with a pattern or format of this shape")?;
+                        self.unenforced(kw, ptr, "a length bound combined with a pattern or format of this shape")?;
                         exact = false;
                     }
                 }
@@ -1500,7 +1499,7 @@ impl<'o> Ctx<'o> {
                 self.unenforced(&kw, &p, "a second pattern/format on the same string")?;
                 exact = false;
             }
-            escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.clone(), pattern: String::new(), reason: e })?
+            escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.to_string(), pattern: String::new(), reason: e })?
         };
         let contents = hir_expr(&content);
         Ok(if exact { Contents::Exact(contents) } else { Contents::Loosened(contents) })
@@ -2352,8 +2351,9 @@ impl<'o> Ctx<'o> {
 
     /// The keys (JSON strings, quotes included) of a key language without the declared
     /// names (extra properties never repeat one); `None` when nothing is left, or (with a
-    /// warning) when the difference is too large. Any key at all is "any string but these", built as
-    /// such: the derivatives of `.*` by each declared key grow with every character.
+    /// warning) when the difference is too large. Any key at all is "any string but
+    /// these", built as such: the derivatives of `.*` by each declared key grow with every
+    /// character.
     fn key_minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
         if crate::hirset::surely_universal(&h) {
             return Ok(Some(self.string_not_in(declared)));
@@ -2792,7 +2792,6 @@ fn length_hir_chars(min: u32, max: Option<u32>) -> Hir {
         ])))),
     })
 }
-
 
 /// Character count of a fixed-length piece, if fixed.
 fn fixed_len(h: &Hir) -> Option<u64> {
