@@ -45,14 +45,18 @@ impl StringRests {
     }
 }
 
-/// A JSON string (quotes and escapes included) that is none of `excluded`, over a trie
-/// of the excluded strings' characters: either a walk down the trie that stops at a
-/// node that is not an excluded string, or one that leaves the trie by some other
-/// character and goes on with anything (`rests`).
+/// A JSON string (quotes and escapes included) that is none of `excluded`, as one trie
+/// of the excluded strings' characters: at each node, the closing quote (unless the node
+/// is an excluded string), a next character of the trie, or a character that leaves the
+/// trie and then anything (`rests`).
 ///
 /// ```text
-/// ["ab"]  ⇒  " (| a) "  |  " ([^a] | a [^b] | ab [^"]) rest  |  " (| a | ab) other      (roughly)
+/// ["ab"]  ⇒  " ( " | [^a"] rest | a ( " | [^b"] rest | b ( [^"] rest | other ) | other ) | other )   (roughly)
 /// ```
+///
+/// One copy of the trie, each node's ways on side by side: the walks that stop, leave
+/// or take another character written as three tries would make the engine determinize
+/// three copies in lockstep (the same language; its minimal automaton is the same).
 pub(crate) fn string_not_in(excluded: &[String], rests: &StringRests) -> Expr {
     let mut words: Vec<Vec<char>> = excluded.iter().map(|s| s.chars().collect()).collect();
     words.sort_unstable();
@@ -64,14 +68,9 @@ pub(crate) fn string_not_in(excluded: &[String], rests: &StringRests) -> Expr {
     // escaped character.
     let all_plain = words.iter().flatten().all(|&c| is_plain(c));
     let any_char = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
-    let root = walks(&words, 0, if all_plain { &PLAIN } else { &any_char }, all_plain);
-    let quote = || lit("\"");
-    let alts = [
-        root.stop.map(|w| seq(vec![quote(), w, quote()])),
-        root.leave.map(|w| seq(vec![quote(), w, rests.any.clone()])),
-        root.prefix.map(|w| seq(vec![quote(), w, rests.other.clone()])),
-    ];
-    alt(alts.into_iter().flatten().collect()).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
+    let chars = if all_plain { &*PLAIN } else { &any_char };
+    let other = all_plain.then_some(&rests.other);
+    seq(vec![lit("\""), node(&words, 0, chars, other, &rests.any)])
 }
 
 fn is_plain(c: char) -> bool {
@@ -90,40 +89,26 @@ fn children(words: &[Vec<char>], depth: usize) -> impl Iterator<Item = (String, 
     })
 }
 
-/// The walks down the trie from a node (escaped), in one pass over it.
-struct Walks {
-    /// Those that end at a node that is not an excluded string.
-    stop: Option<Expr>,
-    /// Those that leave the trie by a character among `chars` that no excluded string
-    /// has there.
-    leave: Option<Expr>,
-    /// Those that stop anywhere (when asked for).
-    prefix: Option<Expr>,
-}
-
-fn walks(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, with_prefix: bool) -> Walks {
-    let mut stop = Vec::new();
+/// The rest of the string from a trie node whose `words` (sorted) share their first
+/// `depth` characters: the closing quote where no word ends here; a character among
+/// `chars` that no word has here, then `any`; `other` (the characters outside `chars`
+/// and what follows them), when given; or a word's next character and its node.
+fn node(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, other: Option<&Expr>, any: &Expr) -> Expr {
+    let mut ways = Vec::new();
     if !words.iter().any(|w| w.len() == depth) {
-        stop.push(Expr::Empty);
-    }
-    let (mut leave, mut prefix) = (Vec::new(), vec![Expr::Empty]);
-    for (c, sub) in children(words, depth) {
-        let below = walks(sub, depth + 1, chars, with_prefix);
-        let step = lit(&c);
-        let parts = [(below.stop, &mut stop), (below.leave, &mut leave), (below.prefix, &mut prefix)];
-        for (rest, out) in parts {
-            if let Some(rest) = rest {
-                out.push(seq(vec![step.clone(), rest]));
-            }
-        }
+        ways.push(lit("\""));
     }
     let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
-    let mut other = chars.clone();
-    other.difference(&ClassUnicode::new(here));
-    if !other.ranges().is_empty() {
-        leave.push(json_char_class(&other));
+    let mut leave = chars.clone();
+    leave.difference(&ClassUnicode::new(here));
+    if !leave.ranges().is_empty() {
+        ways.push(seq(vec![json_char_class(&leave), any.clone()]));
     }
-    Walks { stop: alt(stop), leave: alt(leave), prefix: with_prefix.then(|| alt(prefix).expect("not empty")) }
+    ways.extend(other.cloned());
+    for (c, sub) in children(words, depth) {
+        ways.push(seq(vec![lit(&c), node(sub, depth + 1, chars, other, any)]));
+    }
+    alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
 }
 
 /// One character of `class` as spelled inside a JSON string: a plain class when none
