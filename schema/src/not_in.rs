@@ -98,17 +98,40 @@ fn node(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, other: Option<&
     if !words.iter().any(|w| w.len() == depth) {
         ways.push(lit("\""));
     }
-    let here = words.iter().filter(|w| w.len() > depth).map(|w| ClassUnicodeRange::new(w[depth], w[depth]));
-    let mut leave = chars.clone();
-    leave.difference(&ClassUnicode::new(here));
-    if !leave.ranges().is_empty() {
-        ways.push(seq(vec![json_char_class(&leave), any.clone()]));
+    let here = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]);
+    let leave = match other {
+        Some(_) => plain_but(here),
+        None => {
+            let mut leave = chars.clone();
+            leave.difference(&ClassUnicode::new(here.map(|c| ClassUnicodeRange::new(c, c))));
+            (!leave.ranges().is_empty()).then(|| json_char_class(&leave))
+        }
+    };
+    if let Some(leave) = leave {
+        ways.push(seq(vec![leave, any.clone()]));
     }
     ways.extend(other.cloned());
     for (c, sub) in children(words, depth) {
         ways.push(seq(vec![lit(&c), node(sub, depth + 1, chars, other, any)]));
     }
     alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
+}
+
+/// One [`PLAIN`] character but `these` (themselves plain), as a class; `None` when none is
+/// left. The common case of [`json_char_class`], on a bit set (names are mostly ASCII).
+fn plain_but(these: impl Iterator<Item = char>) -> Option<Expr> {
+    const PLAIN_BITS: u128 =
+        (0b11 << 0x20) | (((1 << (0x5C - 0x23)) - 1) << 0x23) | (((1 << (0x7F - 0x5D)) - 1) << 0x5D);
+    let left = these.fold(PLAIN_BITS, |bits, c| bits & !(1u128 << c as u32));
+    // Runs of set bits, lowest first.
+    let (mut ranges, mut rest) = (Vec::new(), left);
+    while rest != 0 {
+        let lo = rest.trailing_zeros();
+        let run = (rest >> lo).trailing_ones();
+        ranges.push((lo, lo + run - 1));
+        rest &= !(u128::MAX >> (128 - run) << lo);
+    }
+    (!ranges.is_empty()).then(|| Expr::Class(CharClass::new(ranges)))
 }
 
 /// One character of `class` as spelled inside a JSON string: a plain class when none
@@ -119,5 +142,23 @@ fn json_char_class(class: &ClassUnicode) -> Expr {
         Expr::Class(CharClass::new(class.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
     } else {
         hir_expr(&class_hir(class))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bit-set path agrees with the class difference it stands for.
+    #[test]
+    fn plain_but_is_the_class_difference() {
+        let cases: [&str; 5] = ["", "a", "az~ ", "!#[]", "abcdefghijklmnopqrstuvwxyz0123456789"];
+        let every_plain: String = (' '..='~').filter(|&c| is_plain(c)).collect();
+        for these in cases.iter().copied().chain([every_plain.as_str()]) {
+            let mut expected = PLAIN.clone();
+            expected.difference(&ClassUnicode::new(these.chars().map(|c| ClassUnicodeRange::new(c, c))));
+            let expected = (!expected.ranges().is_empty()).then(|| json_char_class(&expected));
+            assert_eq!(plain_but(these.chars()), expected, "plain but {these:?}");
+        }
     }
 }
