@@ -67,10 +67,8 @@ pub(crate) fn string_not_in(excluded: &[String], rests: &StringRests) -> Expr {
     // automaton). When the excluded strings are plain ASCII, that is every non-ASCII or
     // escaped character.
     let all_plain = words.iter().flatten().all(|&c| is_plain(c));
-    let any_char = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
-    let chars = if all_plain { &*PLAIN } else { &any_char };
     let other = all_plain.then_some(&rests.other);
-    seq(vec![lit("\""), node(&words, 0, chars, other, &rests.any)])
+    seq(vec![lit("\""), node(&words, 0, other, &rests.any)])
 }
 
 fn is_plain(c: char) -> bool {
@@ -90,10 +88,11 @@ fn children(words: &[Vec<char>], depth: usize) -> impl Iterator<Item = (String, 
 }
 
 /// The rest of the string from a trie node whose `words` (sorted) share their first
-/// `depth` characters: the closing quote where no word ends here; a character among
-/// `chars` that no word has here, then `any`; `other` (the characters outside `chars`
-/// and what follows them), when given; or a word's next character and its node.
-fn node(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, other: Option<&Expr>, any: &Expr) -> Expr {
+/// `depth` characters: the closing quote where no word ends here; a character that no
+/// word has here, then `any`; or a word's next character and its node. With `other`
+/// (every word plain), the character that leaves is a plain one and `other` takes the
+/// rest; without, it is any character.
+fn node(words: &[Vec<char>], depth: usize, other: Option<&Expr>, any: &Expr) -> Expr {
     let mut ways = Vec::new();
     if !words.iter().any(|w| w.len() == depth) {
         ways.push(lit("\""));
@@ -102,7 +101,7 @@ fn node(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, other: Option<&
     let leave = match other {
         Some(_) => plain_but(here),
         None => {
-            let mut leave = chars.clone();
+            let mut leave = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
             leave.difference(&ClassUnicode::new(here.map(|c| ClassUnicodeRange::new(c, c))));
             (!leave.ranges().is_empty()).then(|| json_char_class(&leave))
         }
@@ -112,7 +111,7 @@ fn node(words: &[Vec<char>], depth: usize, chars: &ClassUnicode, other: Option<&
     }
     ways.extend(other.cloned());
     for (c, sub) in children(words, depth) {
-        ways.push(seq(vec![lit(&c), node(sub, depth + 1, chars, other, any)]));
+        ways.push(seq(vec![lit(&c), node(sub, depth + 1, other, any)]));
     }
     alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
 }
