@@ -408,6 +408,63 @@ fn keys_that_leave_a_trie_for_a_shared_rule() {
     }
 }
 
+/// Rules called last, as the schema compiler writes an object's members (a chain of
+/// rules, each calling the next in tail position), copies of a chain under other names,
+/// and tail recursion: built into their callers' automata or shared, the masks are the
+/// brute force's.
+#[test]
+fn tail_calls_built_into_their_callers() {
+    let words = [
+        "<eos>", "{", "}", "{}", "\"", "\"a", "\"a\":", "\":", "1", "1,", ",", ",\"", "b", "b\":", "[", "]", "[1",
+        "1]", "a", "c", "d", "e", "ab", "cd", "x", "y", "z", "xy", "<", "<a", "bc", "\"b", "1}", "]}",
+    ];
+    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let pad = "() () () () () () () ()";
+    let g = stencil_grammar::parse_gbnf(&format!(
+        r#"
+        root ::= "[" obj "," copy "]" | "<" r1 | "x" shared | "y" other | "z" other2
+        obj ::= {pad} "{{" m0
+        m0 ::= {pad} ("\"a\":" v m1 | m1)
+        m1 ::= {pad} ("," "\"b\":" v m2 | "\"b\":" v m2 | m2)
+        m2 ::= {pad} "}}"
+        copy ::= {pad} "{{" c0
+        c0 ::= {pad} ("\"a\":" v c1 | c1)
+        c1 ::= {pad} ("," "\"b\":" v c2 | "\"b\":" v c2 | c2)
+        c2 ::= {pad} "}}"
+        v ::= "1" | "[" v "]" | obj
+        r1 ::= {pad} ("a" r1 | "b" r2 | "c")
+        r2 ::= {pad} ("d" r1 | "e" | "e" shared)
+        shared ::= {pad} ("a" "b"? | "c" r1)
+        other ::= {pad} "d" shared
+        other2 ::= {pad} "d" r1
+        "#
+    ))
+    .unwrap();
+    let compiled = CompiledGrammar::new(&g, vocab.clone()).unwrap();
+    assert!(compiled.stats().rules < g.rules.len(), "some rules are fused or shared: {:?}", compiled.stats());
+    let prefixes = [
+        "[{",
+        "[{\"a\":1",
+        "[{\"a\":[1],\"b\":",
+        "[{}",
+        "[{},{\"b\":1",
+        "<ab",
+        "<abd",
+        "<abe",
+        "xc",
+        "yd",
+        "ydc",
+        "zd",
+        "zda",
+    ];
+    assert_masks_after(&g, &vocab, &prefixes, "tail calls");
+    for seed in 1..60 {
+        if let Err(e) = check_walk(&g, vocab.clone(), seed, 16) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+}
+
 /// After each of `prefixes` that the grammar takes (tokenized greedily), the engine's
 /// mask on a freshly compiled grammar equals the brute-force one.
 fn assert_masks_after(g: &Grammar, vocab: &Arc<Vocabulary>, prefixes: &[&str], what: &str) {

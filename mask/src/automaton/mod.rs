@@ -7,6 +7,7 @@
 //! far is a viable prefix.
 
 mod chain;
+mod fuse;
 mod minimize;
 mod nfa;
 mod sets;
@@ -381,6 +382,7 @@ impl Automaton {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
         let callees = checked_callees(grammar)?;
+        phase("callees", String::new());
         // Splitting only adds rules, whose references are its own (and checked when built).
         let split = split::split_long_repetitions(grammar, limits);
         let callees = match &split {
@@ -388,10 +390,15 @@ impl Automaton {
             None => callees,
         };
         let grammar = split.as_ref().unwrap_or(grammar);
+        phase("split", String::new());
         let n_rules = grammar.rules.len();
         let regexes = Regexes::default();
         let inline = choose_inlined(grammar, &callees, &regexes);
-        let representative = representatives(grammar, &inline);
+        phase("inline", String::new());
+        let representative = representatives(grammar, &inline, &callees);
+        phase("representatives", String::new());
+        let fused = fuse::choose_fused(grammar, &inline, &representative);
+        phase("fused", format!("{} fused", fused.iter().filter(|&&f| f).count()));
 
         // 1. Token terminals, numbered as the rules' NFAs meet them.
         let mut terminals: Vec<TokenTerminal> = Vec::new();
@@ -453,11 +460,11 @@ impl Automaton {
         let start_rule = n_rules as u32;
         let start_nfa = Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1);
         let mut nfa_states = 0;
-        let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &regexes, &mut resolve);
+        let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &fused, &regexes, &mut resolve);
         for r in 0..=n_rules {
             let b = if r == n_rules {
                 Built::Nfa(&start_nfa)
-            } else if inline[r] || representative[r] != r as u32 {
+            } else if inline[r] || representative[r] != r as u32 || fused[r] {
                 continue;
             } else if let Some(dfa) = builder.counted_rule(RuleId(r as u32))?.as_ref().and_then(chain::chain_dfa) {
                 Built::Dfa(Box::new(dfa))
@@ -717,15 +724,89 @@ fn checked_callees(grammar: &Grammar) -> Result<Vec<Vec<u32>>, CompileError> {
         .collect()
 }
 
-/// Each rule's representative: the first rule with the same body, the root before all
-/// (itself for inlined rules). Generated grammars repeat themselves (a schema's subschema
-/// copied at several places); calls go to the representative, whose automaton is built once.
-fn representatives(grammar: &Grammar, inline: &[bool]) -> Vec<u32> {
-    let mut first: rustc_hash::FxHashMap<&Expr, u32> = Default::default();
-    first.insert(&grammar.rules[grammar.root.0 as usize].body, grammar.root.0);
-    (0..grammar.rules.len() as u32)
-        .map(|r| if inline[r as usize] { r } else { *first.entry(&grammar.rules[r as usize].body).or_insert(r) })
-        .collect()
+/// Each rule's representative: the first rule with the same body once the rules it
+/// calls are replaced by theirs (the root before all; itself for inlined rules).
+/// Generated grammars repeat themselves (a schema's subschema copied at several places,
+/// each copy a chain of rules with names of its own); calls go to the representative,
+/// whose automaton is built once. Rules are compared callees first (an explicit
+/// post-order walk of the calls); a callee not decided yet (recursion) stands for itself.
+fn representatives(grammar: &Grammar, inline: &[bool], callees: &[Vec<u32>]) -> Vec<u32> {
+    use std::hash::Hasher;
+    let n = grammar.rules.len();
+    let root = grammar.root.0;
+    let mut class: Vec<u32> = (0..n as u32).collect();
+    // 0: not seen, 1: on the walk's stack, 2: decided.
+    let mut seen = vec![0u8; n];
+    let mut classes: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+    let mut stack: Vec<(u32, usize)> = Vec::new();
+    for first in std::iter::once(root).chain(0..n as u32) {
+        if seen[first as usize] != 0 {
+            continue;
+        }
+        seen[first as usize] = 1;
+        stack.push((first, 0));
+        while let Some(&mut (r, ref mut next)) = stack.last_mut() {
+            if let Some(&c) = callees[r as usize].get(*next) {
+                *next += 1;
+                if seen[c as usize] == 0 {
+                    seen[c as usize] = 1;
+                    stack.push((c, 0));
+                }
+                continue;
+            }
+            stack.pop();
+            seen[r as usize] = 2;
+            let (body, inlined) = (&grammar.rules[r as usize].body, inline[r as usize]);
+            let mut h = rustc_hash::FxHasher::default();
+            h.write_u8(inlined as u8);
+            hash_calls_as(body, &class, &mut h);
+            let same = classes.entry(h.finish()).or_default();
+            match same.iter().find(|&&s| {
+                inline[s as usize] == inlined && equal_calls_as(&grammar.rules[s as usize].body, body, &class)
+            }) {
+                Some(&s) if r != root => class[r as usize] = s,
+                _ => same.push(r),
+            }
+        }
+    }
+    (0..n).map(|r| if inline[r] { r as u32 } else { class[r] }).collect()
+}
+
+/// Hashes `e` with each rule reference replaced by `class[rule]`.
+fn hash_calls_as(e: &Expr, class: &[u32], h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    std::mem::discriminant(e).hash(h);
+    match e {
+        Expr::Empty | Expr::AnyChar => {}
+        Expr::Literal(b) => b.hash(h),
+        Expr::Class(c) => c.hash(h),
+        Expr::Regex(p) => p.hash(h),
+        Expr::Rule(r) => class[r.0 as usize].hash(h),
+        Expr::Token(t) => t.hash(h),
+        Expr::Seq(v) | Expr::Alt(v) => {
+            v.len().hash(h);
+            v.iter().for_each(|x| hash_calls_as(x, class, h));
+        }
+        Expr::Repeat { expr, min, max } => {
+            (min, max).hash(h);
+            hash_calls_as(expr, class, h);
+        }
+    }
+}
+
+/// Whether `a` and `b` are the same with each rule reference replaced by `class[rule]`.
+fn equal_calls_as(a: &Expr, b: &Expr, class: &[u32]) -> bool {
+    match (a, b) {
+        (Expr::Rule(x), Expr::Rule(y)) => class[x.0 as usize] == class[y.0 as usize],
+        (Expr::Seq(x), Expr::Seq(y)) | (Expr::Alt(x), Expr::Alt(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| equal_calls_as(x, y, class))
+        }
+        (Expr::Repeat { expr: x, min: m, max: n }, Expr::Repeat { expr: y, min: p, max: q }) => {
+            (m, n) == (p, q) && equal_calls_as(x, y, class)
+        }
+        (Expr::Seq(_) | Expr::Alt(_) | Expr::Repeat { .. } | Expr::Rule(_), _) => false,
+        _ => a == b,
+    }
 }
 
 /// Size of an expression for the inlining decision; a reference to a rule counts as the

@@ -62,6 +62,13 @@ pub(crate) struct NfaBuilder<'a> {
     pub inline: &'a [bool],
     /// The rule a call of each rule goes to (see `representatives`).
     pub representative: &'a [u32],
+    /// Rules built into their tail callers' automata (see `fuse.rs`).
+    pub fused: &'a [bool],
+    /// Per fused rule met in the NFA being built: its body's entry and exit states
+    /// (the exit leads, like every tail position, to the rule's end).
+    fragments: rustc_hash::FxHashMap<u32, (u32, u32)>,
+    /// Fused bodies whose states are made but not built yet: `(rule, entry, exit)`.
+    pending: Vec<(u32, u32, u32)>,
     pub regexes: &'a Regexes,
     /// Token terminal index of each `Expr::Token` met, in traversal order (resolved by the caller).
     pub token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
@@ -80,6 +87,7 @@ impl<'a> NfaBuilder<'a> {
         limits: &'a Limits,
         inline: &'a [bool],
         representative: &'a [u32],
+        fused: &'a [bool],
         regexes: &'a Regexes,
         token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     ) -> Self {
@@ -88,6 +96,9 @@ impl<'a> NfaBuilder<'a> {
             limits,
             inline,
             representative,
+            fused,
+            fragments: Default::default(),
+            pending: Vec::new(),
             regexes,
             token_terminal,
             total_states: 0,
@@ -103,9 +114,15 @@ impl<'a> NfaBuilder<'a> {
         self.rule_name.clone_from(&self.grammar.rule(rule).name);
         self.nfa.n_states = 0;
         self.nfa.edges.clear();
+        self.fragments.clear();
         let start = self.new_state()?;
-        let body = &self.grammar.rule(rule).body;
-        self.built.accept = self.build(body, start, 0)?;
+        let grammar = self.grammar;
+        self.built.accept = self.build(&grammar.rule(rule).body, start, 0, true)?;
+        // Fused callees one after the other, not nested: a chain may be thousands long.
+        while let Some((callee, entry, exit)) = self.pending.pop() {
+            let end = self.build(&grammar.rules[callee as usize].body, entry, 0, true)?;
+            self.edge(end, Edge::Eps(exit));
+        }
         let Nfa { edges, first, .. } = &mut self.built;
         let parts = &self.nfa;
         super::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
@@ -166,8 +183,9 @@ impl<'a> NfaBuilder<'a> {
         self.nfa.edges.push((from, e));
     }
 
-    /// Adds `expr` starting at `start`; returns its end state.
-    fn build(&mut self, expr: &Expr, start: u32, depth: usize) -> Result<u32, CompileError> {
+    /// Adds `expr` starting at `start`; returns its end state. `tail`: nothing follows
+    /// `expr` in its rule (a fused rule called there is built into this NFA).
+    fn build(&mut self, expr: &Expr, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
         if depth > self.limits.max_expression_depth {
             return Err(self.limit(LimitKind::ExpressionDepth, self.limits.max_expression_depth));
         }
@@ -189,8 +207,21 @@ impl<'a> NfaBuilder<'a> {
                 let Some(rule) = self.grammar.rules.get(id.0 as usize) else {
                     return Err(CompileError::DanglingRule { rule: self.rule_name.clone(), id: id.0 });
                 };
+                let callee = self.representative[id.0 as usize];
                 if self.inline[id.0 as usize] {
-                    self.build(&rule.body, start, depth + 1)
+                    self.build(&rule.body, start, depth + 1, tail)
+                } else if tail && self.fused[callee as usize] {
+                    let (entry, exit) = match self.fragments.get(&callee) {
+                        Some(&f) => f,
+                        None => {
+                            let f = (self.new_state()?, self.new_state()?);
+                            self.fragments.insert(callee, f);
+                            self.pending.push((callee, f.0, f.1));
+                            f
+                        }
+                    };
+                    self.edge(start, Edge::Eps(entry));
+                    Ok(exit)
                 } else {
                     let end = self.new_state()?;
                     self.edge(start, Edge::Call { rule: self.representative[id.0 as usize], to: end });
@@ -203,22 +234,24 @@ impl<'a> NfaBuilder<'a> {
                 self.edge(start, Edge::Token { terminal, to: end });
                 Ok(end)
             }
-            Expr::Seq(items) => self.concat(items.iter().map(Node::Expr), start, depth),
-            Expr::Alt(alts) => self.alternation(alts.iter().map(Node::Expr), start, depth),
+            Expr::Seq(items) => self.concat(items.iter().map(Node::Expr), start, depth, tail),
+            Expr::Alt(alts) => self.alternation(alts.iter().map(Node::Expr), start, depth, tail),
             Expr::Repeat { expr, min, max } => self.repeat(Node::Expr(expr), *min, *max, start, depth, false),
         }
     }
 
-    /// `items` one after the other (children of an expression at `depth`).
+    /// `items` one after the other (children of an expression at `depth`; the last is
+    /// in tail position when the expression is).
     fn concat<'x>(
         &mut self,
-        items: impl Iterator<Item = Node<'x>>,
+        items: impl ExactSizeIterator<Item = Node<'x>>,
         start: u32,
         depth: usize,
+        tail: bool,
     ) -> Result<u32, CompileError> {
-        let mut cur = start;
-        for item in items {
-            cur = self.build_node(item, cur, depth + 1)?;
+        let (mut cur, n) = (start, items.len());
+        for (i, item) in items.enumerate() {
+            cur = self.build_node(item, cur, depth + 1, tail && i + 1 == n)?;
         }
         Ok(cur)
     }
@@ -229,20 +262,21 @@ impl<'a> NfaBuilder<'a> {
         alts: impl Iterator<Item = Node<'x>>,
         start: u32,
         depth: usize,
+        tail: bool,
     ) -> Result<u32, CompileError> {
         let end = self.new_state()?;
         for alt in alts {
             let s = self.new_state()?;
             self.edge(start, Edge::Eps(s));
-            let e = self.build_node(alt, s, depth + 1)?;
+            let e = self.build_node(alt, s, depth + 1, tail)?;
             self.edge(e, Edge::Eps(end));
         }
         Ok(end)
     }
 
-    fn build_node(&mut self, node: Node, start: u32, depth: usize) -> Result<u32, CompileError> {
+    fn build_node(&mut self, node: Node, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
         match node {
-            Node::Expr(e) => self.build(e, start, depth),
+            Node::Expr(e) => self.build(e, start, depth, tail),
             Node::Hir(h) => self.build_hir(h, start, depth),
         }
     }
@@ -286,7 +320,7 @@ impl<'a> NfaBuilder<'a> {
         }
         let copy = |this: &mut Self, s: u32| match &mini {
             Some(d) => this.stamp(d, s),
-            None => this.build_node(node, s, depth + 1),
+            None => this.build_node(node, s, depth + 1, false),
         };
         let mut cur = start;
         let Some(max) = max else {
@@ -324,7 +358,7 @@ impl<'a> NfaBuilder<'a> {
     fn mini_dfa(&mut self, node: Node, depth: usize) -> Result<Option<MiniDfa>, CompileError> {
         let saved = std::mem::take(&mut self.nfa);
         let saved_total = self.total_states;
-        let built = self.new_state().and_then(|s| self.build_node(node, s, depth + 1));
+        let built = self.new_state().and_then(|s| self.build_node(node, s, depth + 1, false));
         let sub = std::mem::replace(&mut self.nfa, saved);
         self.total_states = saved_total;
         Ok(MiniDfa::new(&Nfa::new(sub.n_states as usize, &sub.edges, built?)))
@@ -391,8 +425,8 @@ impl<'a> NfaBuilder<'a> {
                 feature: format!("the assertion {look:?}"),
             }),
             HirKind::Capture(c) => self.build_hir(&c.sub, start, depth + 1),
-            HirKind::Concat(items) => self.concat(items.iter().map(Node::Hir), start, depth),
-            HirKind::Alternation(alts) => self.alternation(alts.iter().map(Node::Hir), start, depth),
+            HirKind::Concat(items) => self.concat(items.iter().map(Node::Hir), start, depth, false),
+            HirKind::Alternation(alts) => self.alternation(alts.iter().map(Node::Hir), start, depth, false),
             HirKind::Repetition(r) => self.repeat(Node::Hir(&r.sub), r.min, r.max, start, depth, true),
         }
     }
