@@ -166,6 +166,10 @@ pub(crate) struct Ctx<'o> {
     string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
     /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
     depth: usize,
+    /// Each declared property name's quoted key, as one rule (see [`Ctx::key`]).
+    keys: HashMap<String, RuleId>,
+    /// Each set of declared names' "any other key", as one rule (see [`Ctx::string_not_in`]).
+    keys_not_in: HashMap<Vec<String>, RuleId>,
 }
 
 pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
@@ -192,6 +196,8 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         string_rests: None,
         string_contents: HashMap::default(),
         depth: 0,
+        keys: HashMap::default(),
+        keys_not_in: HashMap::default(),
     };
     ctx.setup_style();
     let root_sid = ctx.sid(&(0, String::new()));
@@ -488,6 +494,17 @@ impl<'o> Ctx<'o> {
                 return name;
             }
         }
+    }
+
+    /// A declared property's quoted name, as a rule shared by every object that declares
+    /// it.
+    fn key(&mut self, name: &str) -> Expr {
+        if let Some(&r) = self.keys.get(name) {
+            return Expr::Rule(r);
+        }
+        let r = self.add_rule(&format!("key-{}", sanitize(name)), no_inline(lit(&json_string(name))));
+        self.keys.insert(name.to_string(), r);
+        Expr::Rule(r)
     }
 
     fn add_rule(&mut self, base: &str, body: Expr) -> RuleId {
@@ -1508,13 +1525,22 @@ impl<'o> Ctx<'o> {
     /// A JSON string that is none of `excluded` (see [`crate::not_in`]); the first call
     /// adds the shared rules it ends in.
     fn string_not_in(&mut self, excluded: &[String]) -> Expr {
+        let mut names = excluded.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        if let Some(&r) = self.keys_not_in.get(&names) {
+            return Expr::Rule(r);
+        }
         if self.string_rests.is_none() {
             let [any, other] = crate::not_in::StringRests::bodies();
             let any = Expr::Rule(self.add_rule("string-rest", no_inline(any)));
             let other = Expr::Rule(self.add_rule("string-rest-other", no_inline(other)));
             self.string_rests = Some(crate::not_in::StringRests { any, other });
         }
-        crate::not_in::string_not_in(excluded, self.string_rests.as_ref().expect("set above"))
+        let body = crate::not_in::string_not_in(&names, self.string_rests.as_ref().expect("set above"));
+        let r = self.add_rule("other-key", no_inline(body));
+        self.keys_not_in.insert(names, r);
+        Expr::Rule(r)
     }
 
     /// The contents of any string, as one shared rule.
@@ -2212,7 +2238,7 @@ impl<'o> Ctx<'o> {
                     let (name, value) = &ch.declared[i];
                     let (Some(v), false) = (value, set & (1 << i) != 0) else { continue };
                     if let Some(r) = rule[idx(set | (1 << i), e)] {
-                        alts.push(seq(vec![pre.clone(), lit(&json_string(name)), self.key_sep(), v.clone(), Expr::Rule(r)]));
+                        alts.push(seq(vec![pre.clone(), self.key(name), self.key_sep(), v.clone(), Expr::Rule(r)]));
                     }
                 }
                 if let (Some(kv), Some(r)) = (&ch.extras, rule[idx(set, next_e(e))]) {
@@ -2521,7 +2547,7 @@ impl<'o> Ctx<'o> {
                     let mut alts = Vec::new();
                     if let (Some(v), Some(Some(rest))) = (value, emit.map(|c| memo[&c].clone())) {
                         let pre = if any { self.item_sep(d) } else { self.first_prefix(d) };
-                        alts.push(seq(vec![pre, lit(&json_string(name)), self.key_sep(), v.clone(), rest]));
+                        alts.push(seq(vec![pre, self.key(name), self.key_sep(), v.clone(), rest]));
                     }
                     if let Some(Some(rest)) = skip.map(|c| memo[&c].clone()) {
                         alts.push(rest);
