@@ -29,6 +29,10 @@ pub struct Grammar {
 pub struct Rule {
     pub name: String,
     pub body: Expr,
+    /// Keep this rule a rule of its own: the engine never expands it in place (it does
+    /// so with small rules). A hint for generated grammars, where a small rule is called
+    /// from many places; the language is the same either way, and GBNF cannot say it.
+    pub no_inline: bool,
 }
 
 /// A set of Unicode code points, as inclusive ranges. `negated` is kept so that printing
@@ -228,8 +232,13 @@ impl Grammar {
     /// Appends a rule and returns its id. Use [`Grammar::set_body`] to fill in a rule
     /// added early (for recursion).
     pub fn add_rule(&mut self, name: impl Into<String>, body: Expr) -> RuleId {
-        self.rules.push(Rule { name: name.into(), body });
+        self.rules.push(Rule { name: name.into(), body, no_inline: false });
         RuleId(self.rules.len() as u32 - 1)
+    }
+
+    /// Marks a rule to be kept a rule of its own (see [`Rule::no_inline`]).
+    pub fn set_no_inline(&mut self, id: RuleId) {
+        self.rules[id.0 as usize].no_inline = true;
     }
 
     pub fn set_body(&mut self, id: RuleId, body: Expr) {
@@ -281,7 +290,7 @@ impl Grammar {
             taken.insert(name.clone());
             let mut body = rule.body.clone();
             body.shift_rules(offset);
-            self.rules.push(Rule { name, body });
+            self.rules.push(Rule { name, body, no_inline: rule.no_inline });
         }
         RuleId(other.root.0 + offset)
     }

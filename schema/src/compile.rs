@@ -212,14 +212,6 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
     Ok(CompiledSchema { grammar: ctx.g, warnings: ctx.warnings })
 }
 
-/// Keeps the engine from expanding a rule into its callers (it inlines small rules): a
-/// whole object expanded into its parent makes one huge automaton per document.
-fn no_inline(e: Expr) -> Expr {
-    let mut v = vec![Expr::Empty; 8];
-    v.push(e);
-    Expr::Seq(v)
-}
-
 /// A rough size of what an expression expands to in the engine.
 fn expr_weight(e: &Expr) -> usize {
     match e {
@@ -502,9 +494,18 @@ impl<'o> Ctx<'o> {
         if let Some(&r) = self.keys.get(name) {
             return Expr::Rule(r);
         }
-        let r = self.add_rule(&format!("key-{}", sanitize(name)), no_inline(lit(&json_string(name))));
+        let r = self.add_kept_rule(&format!("key-{}", sanitize(name)), lit(&json_string(name)));
         self.keys.insert(name.to_string(), r);
         Expr::Rule(r)
+    }
+
+    /// A rule the engine keeps a rule of its own (see `Rule::no_inline`; it inlines small
+    /// rules): a whole object expanded into its parent makes one huge automaton per
+    /// document, and a key or the rest of a string expanded at every use multiplies states.
+    fn add_kept_rule(&mut self, base: &str, body: Expr) -> RuleId {
+        let id = self.add_rule(base, body);
+        self.g.set_no_inline(id);
+        id
     }
 
     fn add_rule(&mut self, base: &str, body: Expr) -> RuleId {
@@ -541,7 +542,9 @@ impl<'o> Ctx<'o> {
             Some(b) => {
                 // Big bodies stay rules of their own: inlined into every caller they would
                 // multiply the engine's automaton states.
-                let b = if expr_weight(&b) > 256 { no_inline(b) } else { b };
+                if expr_weight(&b) > 256 {
+                    self.g.set_no_inline(id);
+                }
                 self.g.set_body(id, b);
                 Ok(Some(Expr::Rule(id)))
             }
@@ -1533,12 +1536,12 @@ impl<'o> Ctx<'o> {
         }
         if self.string_rests.is_none() {
             let [any, other] = crate::not_in::StringRests::bodies();
-            let any = Expr::Rule(self.add_rule("string-rest", no_inline(any)));
-            let other = Expr::Rule(self.add_rule("string-rest-other", no_inline(other)));
+            let any = Expr::Rule(self.add_kept_rule("string-rest", any));
+            let other = Expr::Rule(self.add_kept_rule("string-rest-other", other));
             self.string_rests = Some(crate::not_in::StringRests { any, other });
         }
         let body = crate::not_in::string_not_in(&names, self.string_rests.as_ref().expect("set above"));
-        let r = self.add_rule("other-key", no_inline(body));
+        let r = self.add_kept_rule("other-key", body);
         self.keys_not_in.insert(names, r);
         Expr::Rule(r)
     }
@@ -1768,7 +1771,7 @@ impl<'o> Ctx<'o> {
         }
         Ok(alt(alts).map(|e| {
             let name = format!("{}-array", sanitize(&self.ptr(node.members.first().copied().unwrap_or(0))));
-            Expr::Rule(self.add_rule(&name, no_inline(e)))
+            Expr::Rule(self.add_kept_rule(&name, e))
         }))
     }
 
@@ -2130,7 +2133,7 @@ impl<'o> Ctx<'o> {
         let body = if any_order { self.any_order_rule(&chain)? } else { self.chain_rule(&chain)? };
         Ok(body.map(|b| {
             let name = format!("{}-object", chain.base);
-            Expr::Rule(self.add_rule(&name, no_inline(seq(vec![lit("{"), b]))))
+            Expr::Rule(self.add_kept_rule(&name, seq(vec![lit("{"), b])))
         }))
     }
 
@@ -2249,7 +2252,8 @@ impl<'o> Ctx<'o> {
                 alts.push(if any { seq(vec![self.close_prefix(d), lit("}")]) } else { seq(vec![self.empty_inside(), lit("}")]) });
             }
             let id = rule[idx(set, e)].expect("made above");
-            self.g.set_body(id, no_inline(Expr::Alt(alts)));
+            self.g.set_body(id, Expr::Alt(alts));
+            self.g.set_no_inline(id);
         }
         Ok(rule[idx(0, 0)].map(Expr::Rule))
     }
@@ -2556,7 +2560,7 @@ impl<'o> Ctx<'o> {
                         None => None,
                         Some(e) => {
                             let name = format!("{}-obj-{i}", ch.base);
-                            Some(Expr::Rule(self.add_rule(&name, no_inline(e))))
+                            Some(Expr::Rule(self.add_kept_rule(&name, e)))
                         }
                     };
                     memo.insert(key, result);

@@ -897,7 +897,7 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
                 },
                 regexes,
             );
-            inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
+            inline[r] = r != grammar.root.0 as usize && !grammar.rules[r].no_inline && own <= INLINE_MAX_SIZE;
             size[r] = Some(own);
         }
     }
