@@ -137,8 +137,12 @@ struct Style {
 
 pub(crate) struct Ctx<'o> {
     opts: &'o SchemaOptions,
-    res: Resources,
+    res: Resources<'o>,
     locs: Vec<Loc>,
+    /// The value and draft at each location (looked up once: subschemas are read all the
+    /// time).
+    values: Vec<&'o Value>,
+    drafts: Vec<Draft>,
     sid_of: HashMap<Loc, Sid>,
     g: Grammar,
     names: std::collections::HashSet<String>,
@@ -170,15 +174,19 @@ pub(crate) struct Ctx<'o> {
     keys: HashMap<String, RuleId>,
     /// Each set of declared names' "any other key", as one rule (see [`Ctx::string_not_in`]).
     keys_not_in: HashMap<Vec<String>, RuleId>,
+    /// Where each subschema's reference keyword (`$ref`, …) leads, once resolved.
+    ref_targets: HashMap<(Sid, &'static str), Sid>,
 }
 
-pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<CompiledSchema, SchemaError> {
     crate::escape::reset_class_cache();
     let res = Resources::new(schema, opts.default_draft);
     let mut ctx = Ctx {
         opts,
         res,
         locs: Vec::new(),
+        values: Vec::new(),
+        drafts: Vec::new(),
         sid_of: HashMap::default(),
         g: Grammar::new(),
         names: Default::default(),
@@ -198,6 +206,7 @@ pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSc
         depth: 0,
         keys: HashMap::default(),
         keys_not_in: HashMap::default(),
+        ref_targets: HashMap::default(),
     };
     ctx.setup_style();
     let root_sid = ctx.sid(&(0, String::new()));
@@ -223,21 +232,7 @@ fn expr_weight(e: &Expr) -> usize {
     }
 }
 
-/// A subschema, as its document and JSON pointer; dereferences to the value (`true` where
-/// the pointer finds nothing).
-struct SubSchema {
-    doc: std::sync::Arc<Value>,
-    pointer: String,
-}
-
 static TRUE: Value = Value::Bool(true);
-
-impl std::ops::Deref for SubSchema {
-    type Target = Value;
-    fn deref(&self) -> &Value {
-        crate::resolve::lookup(&self.doc, &self.pointer).unwrap_or(&TRUE)
-    }
-}
 
 /// One member of an object's conjunction, as the object's grammar sees it.
 struct MemberObj {
@@ -379,12 +374,27 @@ impl<'o> Ctx<'o> {
         }
         let s = self.locs.len() as Sid;
         self.locs.push(loc.clone());
+        self.values.push(self.res.value(loc).unwrap_or(&TRUE));
+        self.drafts.push(self.res.info(loc).1);
         self.sid_of.insert(loc.clone(), s);
         s
     }
 
     fn ptr(&self, sid: Sid) -> String {
         self.res.display(&self.locs[sid as usize])
+    }
+
+    /// The subschema that `sid`'s reference `keyword` (whose value is `reference`) leads
+    /// to; resolved once per compile (a subschema is expanded wherever it is used).
+    fn ref_target(&mut self, sid: Sid, keyword: &'static str, reference: &str) -> Result<Sid, SchemaError> {
+        if let Some(&t) = self.ref_targets.get(&(sid, keyword)) {
+            return Ok(t);
+        }
+        let (loc, p) = (self.locs[sid as usize].clone(), self.ptr(sid));
+        let target = self.res.resolve(&loc, reference, &self.opts.registry, &p)?;
+        let t = self.sid(&target);
+        self.ref_targets.insert((sid, keyword), t);
+        Ok(t)
     }
 
     /// The full-match language of the ECMA-262 `pattern`; an error names it at the
@@ -414,13 +424,13 @@ impl<'o> Ctx<'o> {
     /// The schema at `sid` (`true` where nothing is), without copying it: a handle on its
     /// document. (A copy per use was quadratic: a 500-branch `anyOf` copied the whole root
     /// for every branch.)
-    fn schema(&self, sid: Sid) -> SubSchema {
-        let (doc, pointer) = &self.locs[sid as usize];
-        SubSchema { doc: self.res.docs[*doc].clone(), pointer: pointer.clone() }
+    /// The subschema's value (`true` where its pointer finds nothing).
+    fn schema(&self, sid: Sid) -> &'o Value {
+        self.values[sid as usize]
     }
 
     fn draft(&self, sid: Sid) -> Draft {
-        self.res.info(&self.locs[sid as usize]).1
+        self.drafts[sid as usize]
     }
 
     fn child(&mut self, sid: Sid, path: &[&str]) -> Sid {
@@ -659,7 +669,7 @@ impl<'o> Ctx<'o> {
         if negated {
             return Ok(vec![b]);
         }
-        let m = match &*v {
+        let m = match v {
             Value::Bool(true) => return Ok(vec![b]),
             Value::Bool(false) => return Ok(vec![]),
             Value::Object(m) => m,
@@ -670,20 +680,18 @@ impl<'o> Ctx<'o> {
         };
         let draft = self.draft(sid);
         let mut branches = vec![b];
-        let refs: Vec<(&str, bool)> = vec![("$ref", false), ("$dynamicRef", true), ("$recursiveRef", true)];
+        let refs: [(&'static str, bool); 3] = [("$ref", false), ("$dynamicRef", true), ("$recursiveRef", true)];
         for (k, dynamic) in refs {
             if let Some(r) = m.get(k) {
                 let Some(r) = r.as_str() else {
                     let p = self.ptr(sid);
                     return Err(SchemaError::InvalidKeyword { keyword: k.into(), pointer: p, reason: "not a string".into() });
                 };
-                let p = self.ptr(sid);
-                let loc = self.locs[sid as usize].clone();
-                let target = self.res.resolve(&loc, r, &self.opts.registry, &p)?;
+                let t = self.ref_target(sid, k, r)?;
                 if dynamic {
+                    let p = self.ptr(sid);
                     self.unenforced(k, &p, "resolved statically, like $ref")?;
                 }
-                let t = self.sid(&target);
                 branches = self.add_each(branches, (t, false))?;
             }
         }
@@ -701,7 +709,7 @@ impl<'o> Ctx<'o> {
                 let alts: Vec<Sid> = (0..arr.len()).map(|i| self.child(sid, &[k, &i.to_string()])).collect();
                 // oneOf of `{required: [...]}` branches: each branch also negates the others
                 // (an object missing one of their names), which is exact.
-                let exclusive = k == "oneOf" && alts.len() > 1 && alts.iter().all(|&a| required_only(&self.schema(a)).is_some());
+                let exclusive = k == "oneOf" && alts.len() > 1 && alts.iter().all(|&a| required_only(self.schema(a)).is_some());
                 if exclusive {
                     let mut next = Vec::new();
                     for br in branches {
@@ -806,16 +814,14 @@ impl<'o> Ctx<'o> {
             return sig;
         }
         let v = self.schema(sid);
-        let Value::Object(m) = &*v else {
+        let Value::Object(m) = v else {
             if *v == Value::Bool(false) {
                 sig.types = 0;
             }
             return sig;
         };
         if let Some(r) = m.get("$ref").and_then(Value::as_str) {
-            let loc = self.locs[sid as usize].clone();
-            if let Ok(t) = self.res.resolve(&loc, r, &self.opts.registry, "") {
-                let t = self.sid(&t);
+            if let Ok(t) = self.ref_target(sid, "$ref", r) {
                 let s = self.signature(t, depth + 1);
                 sig.meet(s);
             }
@@ -867,11 +873,11 @@ impl<'o> Ctx<'o> {
         for &(sid, negated) in b {
             let v = self.schema(sid);
             if negated {
-                match &*v {
+                match v {
                     Value::Bool(true) => return Ok(None),
                     Value::Bool(false) => {}
-                    Value::Object(_) if required_only(&v).is_some() => {
-                        let names = required_only(&v).unwrap_or_default();
+                    Value::Object(_) if required_only(v).is_some() => {
+                        let names = required_only(v).unwrap_or_default();
                         if names.is_empty() {
                             return Ok(None);
                         }
@@ -899,7 +905,7 @@ impl<'o> Ctx<'o> {
                 }
                 continue;
             }
-            let Value::Object(m) = &*v else { continue };
+            let Value::Object(m) = v else { continue };
             node.members.push(sid);
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
@@ -1111,9 +1117,9 @@ impl<'o> Ctx<'o> {
                 "not" => {
                     let nsid = self.child(sid, &["not"]);
                     let nv = self.schema(nsid);
-                    if self.is_simple_negatable(&nv) {
+                    if self.is_simple_negatable(nv) {
                         // Handled as a negated member: put the type/values into this node.
-                        match &*nv {
+                        match nv {
                             Value::Bool(true) => node.types = 0,
                             Value::Bool(false) => {}
                             Value::Object(nm) => {
@@ -1128,7 +1134,7 @@ impl<'o> Ctx<'o> {
                             }
                             _ => {}
                         }
-                    } else if let Some(names) = required_only(&nv) {
+                    } else if let Some(names) = required_only(nv) {
                         // not {required: names}: an object missing one of them (the object
                         // emitter tracks the names).
                         if names.is_empty() {
@@ -1173,7 +1179,7 @@ impl<'o> Ctx<'o> {
         for &m in members {
             // Borrowed, not `self.schema(m)`: that clones the schema, enum included, once per
             // enum value (quadratic: 20,000 values took 30 s).
-            let Some(Value::Object(map)) = self.res.value(&self.locs[m as usize]) else { continue };
+            let Value::Object(map) = self.schema(m) else { continue };
             let simple = map.keys().all(|k| {
                 matches!(k.as_str(), "type" | "enum" | "const" | "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
             });
@@ -1203,7 +1209,7 @@ impl<'o> Ctx<'o> {
             let wrapper = serde_json::json!({"$schema": draft_uri(draft), "$ref": uri});
             let (res, registry) = (&self.res, &self.opts.registry);
             let docs = self.validator_docs.get_or_insert_with(|| {
-                let docs = res.doc_uris.iter().cloned().zip(res.docs.iter().cloned());
+                let docs = res.doc_uris.iter().cloned().zip(res.docs.iter().map(|&d| std::sync::Arc::new(d.clone())));
                 crate::validate::PreparedDocs::new(docs, registry)
             });
             let val = docs.as_ref().ok().and_then(|d| d.validator(&wrapper).ok());
@@ -1572,7 +1578,7 @@ impl<'o> Ctx<'o> {
         let mut per_member: Vec<(Vec<Sid>, Option<Sid>)> = Vec::new();
         for &sid in &node.members {
             let schema = self.schema(sid);
-            let Value::Object(m) = &*schema else { continue };
+            let Value::Object(m) = schema else { continue };
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
                 continue;
@@ -1856,7 +1862,7 @@ impl<'o> Ctx<'o> {
                     return Ok(None);
                 }
                 let schema = self.schema(sid);
-                let Value::Object(m) = &*schema else { continue };
+                let Value::Object(m) = schema else { continue };
                 for (k, v) in m {
                     match k.as_str() {
                         "type" => types &= types_of(v),
@@ -1909,7 +1915,7 @@ impl<'o> Ctx<'o> {
         let mut deps: Vec<(String, Vec<String>)> = Vec::new();
         for &sid in &node.members {
             let schema = self.schema(sid);
-            let Value::Object(m) = &*schema else { continue };
+            let Value::Object(m) = schema else { continue };
             let draft = self.draft(sid);
             if draft <= Draft::Draft7 && m.contains_key("$ref") {
                 continue;
@@ -2417,7 +2423,7 @@ impl<'o> Ctx<'o> {
 
     fn simple_string_lang_at(&mut self, sid: Sid, hops: usize) -> Result<Option<Hir>, SchemaError> {
         const APPLICATORS: &[&str] = &["$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if", "then", "else"];
-        match &*self.schema(sid) {
+        match self.schema(sid) {
             Value::Bool(true) => Ok(Some(length_hir_chars(0, None))),
             Value::Bool(false) => Ok(None),
             Value::Object(m) => {
@@ -2427,9 +2433,7 @@ impl<'o> Ctx<'o> {
                     let alone = self.draft(sid) <= Draft::Draft7
                         || m.keys().all(|k| k == "$ref" || (IGNORED.contains(&k.as_str()) && !APPLICATORS.contains(&k.as_str())));
                     let Some(r) = r.as_str().filter(|_| alone && hops < 64) else { return Ok(None) };
-                    let (loc, p) = (self.locs[sid as usize].clone(), self.ptr(sid));
-                    let target = self.res.resolve(&loc, r, &self.opts.registry, &p)?;
-                    let t = self.sid(&target);
+                    let t = self.ref_target(sid, "$ref", r)?;
                     return self.simple_string_lang_at(t, hops + 1);
                 }
                 let mut pat: Option<Hir> = None;

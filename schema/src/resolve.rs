@@ -25,8 +25,10 @@ pub(crate) fn normalize_uri(uri: &str) -> String {
 /// A schema location: document index and JSON pointer.
 pub(crate) type Loc = (usize, String);
 
-pub(crate) struct Resources {
-    pub docs: Vec<std::sync::Arc<Value>>,
+/// The documents, borrowed from the caller (the schema and its registry) for the
+/// compile, and what is known about them.
+pub(crate) struct Resources<'a> {
+    pub docs: Vec<&'a Value>,
     pub doc_uris: Vec<String>,
     by_uri: HashMap<String, Loc>,
     anchors: HashMap<String, Loc>,
@@ -117,8 +119,8 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-impl Resources {
-    pub fn new(root: &Value, default_draft: Draft) -> Resources {
+impl<'a> Resources<'a> {
+    pub fn new(root: &'a Value, default_draft: Draft) -> Resources<'a> {
         let mut r = Resources {
             docs: Vec::new(),
             doc_uris: Vec::new(),
@@ -127,20 +129,19 @@ impl Resources {
             info: HashMap::default(),
             default_draft,
         };
-        r.add_doc(DEFAULT_BASE, root.clone());
+        r.add_doc(DEFAULT_BASE, root);
         r
     }
 
-    fn add_doc(&mut self, uri: &str, doc: Value) -> usize {
+    fn add_doc(&mut self, uri: &str, doc: &'a Value) -> usize {
         let idx = self.docs.len();
         let base = Url::parse(uri).unwrap_or_else(|_| Url::parse(DEFAULT_BASE).unwrap());
         self.by_uri.insert(normalize_uri(base.as_str()), (idx, String::new()));
         self.doc_uris.push(normalize_uri(base.as_str()));
-        let doc = std::sync::Arc::new(doc);
-        self.docs.push(doc.clone());
+        self.docs.push(doc);
         let draft = self.default_draft;
         self.info.insert((idx, String::new()), (base.clone(), draft));
-        self.index(idx, &mut String::new(), &doc, &base, draft);
+        self.index(idx, &mut String::new(), doc, &base, draft);
         idx
     }
 
@@ -217,8 +218,8 @@ impl Resources {
     }
 
     /// The schema value at a location.
-    pub fn value(&self, loc: &Loc) -> Option<&Value> {
-        lookup(&self.docs[loc.0], &loc.1)
+    pub fn value(&self, loc: &Loc) -> Option<&'a Value> {
+        lookup(self.docs[loc.0], &loc.1)
     }
 
     /// Base URI and draft in force at a location: those of its nearest ancestor (or
@@ -239,7 +240,7 @@ impl Resources {
         &mut self,
         from: &Loc,
         reference: &str,
-        registry: &Registry,
+        registry: &'a Registry,
         pointer: &str,
     ) -> Result<Loc, SchemaError> {
         let fail = |reason: &str| SchemaError::UnresolvableRef {
@@ -257,7 +258,7 @@ impl Resources {
             Some(l) => l.clone(),
             None => match registry.get(&key) {
                 Some(doc) => {
-                    let idx = self.add_doc(&key, doc.clone());
+                    let idx = self.add_doc(&key, doc);
                     (idx, String::new())
                 }
                 None => return Err(fail(&format!("no document {key} in the registry"))),
