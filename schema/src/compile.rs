@@ -145,7 +145,7 @@ pub(crate) struct Ctx<'o> {
     drafts: Vec<Draft>,
     sid_of: HashMap<Loc, Sid>,
     g: Grammar,
-    names: std::collections::HashSet<String>,
+    names: rustc_hash::FxHashSet<String>,
     /// Per rule-name base, the next suffix to try (see `new_rule_name`).
     next_suffix: HashMap<String, u32>,
     memo: HashMap<(Conj, usize), Option<RuleId>>,
@@ -421,10 +421,9 @@ impl<'o> Ctx<'o> {
         Ok(self.matchers[pattern].as_ref().is_none_or(|re| re.is_match(name)))
     }
 
-    /// The schema at `sid` (`true` where nothing is), without copying it: a handle on its
+    /// The schema at `sid` (`true` where its pointer finds nothing), borrowed from its
     /// document. (A copy per use was quadratic: a 500-branch `anyOf` copied the whole root
     /// for every branch.)
-    /// The subschema's value (`true` where its pointer finds nothing).
     fn schema(&self, sid: Sid) -> &'o Value {
         self.values[sid as usize]
     }
@@ -488,7 +487,10 @@ impl<'o> Ctx<'o> {
     /// where its search stopped (names are never freed): thousands of rules share a base
     /// in big schemas, and probing from 1 each time was quadratic.
     fn new_rule_name(&mut self, base: &str) -> String {
-        let next = self.next_suffix.entry(base.to_string()).or_insert(1);
+        if !self.next_suffix.contains_key(base) {
+            self.next_suffix.insert(base.to_string(), 1);
+        }
+        let next = self.next_suffix.get_mut(base).expect("inserted above");
         loop {
             let name = if *next == 1 { base.to_string() } else { format!("{base}-{next}") };
             *next += 1;
@@ -2325,7 +2327,7 @@ impl<'o> Ctx<'o> {
                             return Ok(None);
                         }
                         // The extra names must avoid the declared ones.
-                        let Some(key) = self.key_minus_declared(h, declared, *pn, "propertyNames")? else { return Ok(None) };
+                        let Some(key) = self.key_minus_declared(h, None, declared, *pn, "propertyNames")? else { return Ok(None) };
                         key_lang = Some(key);
                     }
                     None => {
@@ -2365,7 +2367,7 @@ impl<'o> Ctx<'o> {
             let mut alts = Vec::new();
             for (p, psid) in patterns {
                 let hir = self.pattern_hir(p, |c| c.ptr(sid))?;
-                let Some(key) = self.key_minus_declared(hir, declared, sid, "patternProperties")? else { continue };
+                let Some(key) = self.key_minus_declared(hir, Some(p), declared, sid, "patternProperties")? else { continue };
                 let mut c = value_conj.clone();
                 c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
@@ -2389,14 +2391,27 @@ impl<'o> Ctx<'o> {
     /// names (extra properties never repeat one); `None` when nothing is left, or (with a
     /// warning) when the difference is too large. Any key at all is "any string but
     /// these", built as such: the derivatives of `.*` by each declared key grow with every
-    /// character.
-    fn key_minus_declared(&mut self, h: Hir, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
+    /// character. `pattern`: the `patternProperties` pattern `h` comes from, if it does.
+    fn key_minus_declared(&mut self, h: Hir, pattern: Option<&str>, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
         if crate::hirset::surely_universal(&h) {
             return Ok(Some(self.string_not_in(declared)));
         }
-        let re = hir_matcher(&h);
-        let hit: Vec<String> =
-            declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect();
+        let hit: Vec<String> = match pattern {
+            // Objects repeat their patterns: the pattern's matcher is built once.
+            Some(p) => {
+                let mut hit = Vec::new();
+                for d in declared {
+                    if self.pattern_matches(p, d, |c| c.ptr(sid))? {
+                        hit.push(d.clone());
+                    }
+                }
+                hit
+            }
+            None => {
+                let re = hir_matcher(&h);
+                declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect()
+            }
+        };
         let rest = if hit.is_empty() {
             h
         } else {
