@@ -69,6 +69,12 @@ pub(crate) struct NfaBuilder<'a> {
     fragments: rustc_hash::FxHashMap<u32, (u32, u32)>,
     /// Fused bodies whose states are made but not built yet: `(rule, entry, exit)`.
     pending: Vec<(u32, u32, u32)>,
+    /// Expressions met in tail position in the NFA being built, by hash: the
+    /// expression, its entry and exit states (see [`NfaBuilder::shared_tail`]).
+    tails: rustc_hash::FxHashMap<u64, Vec<(&'a Expr, u32, u32)>>,
+    /// Structural hashes of the grammar's sequences and alternatives met so far, by
+    /// address.
+    hashes: rustc_hash::FxHashMap<usize, u64>,
     pub regexes: &'a Regexes,
     /// Token terminal index of each `Expr::Token` met, in traversal order (resolved by the caller).
     pub token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
@@ -99,6 +105,8 @@ impl<'a> NfaBuilder<'a> {
             fused,
             fragments: Default::default(),
             pending: Vec::new(),
+            tails: Default::default(),
+            hashes: Default::default(),
             regexes,
             token_terminal,
             total_states: 0,
@@ -115,6 +123,7 @@ impl<'a> NfaBuilder<'a> {
         self.nfa.n_states = 0;
         self.nfa.edges.clear();
         self.fragments.clear();
+        self.tails.clear();
         let start = self.new_state()?;
         let grammar = self.grammar;
         self.built.accept = self.build(&grammar.rule(rule).body, start, 0, true)?;
@@ -184,8 +193,26 @@ impl<'a> NfaBuilder<'a> {
     }
 
     /// Adds `expr` starting at `start`; returns its end state. `tail`: nothing follows
-    /// `expr` in its rule (a fused rule called there is built into this NFA).
-    fn build(&mut self, expr: &Expr, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
+    /// `expr` in its rule (a fused rule called there is built into this NFA, and an
+    /// expression met there before is not built again: see [`NfaBuilder::shared_tail`]).
+    fn build(&mut self, expr: &'a Expr, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
+        let shared = match expr {
+            Expr::Empty => false,
+            Expr::Rule(id) => {
+                let r = id.0 as usize;
+                r < self.inline.len() && !self.inline[r] && !self.fused[self.representative[r] as usize]
+            }
+            _ => true,
+        };
+        if tail && shared {
+            self.shared_tail(expr, start, depth)
+        } else {
+            self.build_here(expr, start, depth, tail)
+        }
+    }
+
+    /// [`NfaBuilder::build`], this occurrence built whatever came before.
+    fn build_here(&mut self, expr: &'a Expr, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
         if depth > self.limits.max_expression_depth {
             return Err(self.limit(LimitKind::ExpressionDepth, self.limits.max_expression_depth));
         }
@@ -240,11 +267,51 @@ impl<'a> NfaBuilder<'a> {
         }
     }
 
+    /// An expression in tail position, built once per NFA however often it occurs there:
+    /// a later occurrence is an ε edge into the first one's start, and ends where it
+    /// ends. Both end where their rule ends (nothing follows either), so they may share
+    /// their states. A names' trie repeats its subtrees (every name's last node is the
+    /// same) and its ends (the closing quote, the call of the rest of the string at each
+    /// node): shared, its automaton is about its minimal size before minimization. A
+    /// tail expression's start has no way out but the expression's own, so the first
+    /// occurrence's start is its entry.
+    fn shared_tail(&mut self, expr: &'a Expr, start: u32, depth: usize) -> Result<u32, CompileError> {
+        let hash = self.structural_hash(expr);
+        if let Some(&(_, entry, exit)) = self.tails.get(&hash).and_then(|v| v.iter().find(|t| *t.0 == *expr)) {
+            self.edge(start, Edge::Eps(entry));
+            return Ok(exit);
+        }
+        let exit = self.build_here(expr, start, depth, true)?;
+        self.tails.entry(hash).or_default().push((expr, start, exit));
+        Ok(exit)
+    }
+
+    /// A hash of `e`'s structure (equal expressions hash alike); sequences' and
+    /// alternatives' hashes are kept, so hashing every node of a trie costs its size, not
+    /// its size times its depth.
+    fn structural_hash(&mut self, e: &'a Expr) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let (Expr::Alt(v) | Expr::Seq(v)) = e else { return rustc_hash::FxBuildHasher.hash_one(e) };
+        let address = e as *const Expr as usize;
+        if let Some(&h) = self.hashes.get(&address) {
+            return h;
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        std::mem::discriminant(e).hash(&mut h);
+        v.len().hash(&mut h);
+        for x in v {
+            h.write_u64(self.structural_hash(x));
+        }
+        let h = h.finish();
+        self.hashes.insert(address, h);
+        h
+    }
+
     /// `items` one after the other (children of an expression at `depth`; the last is
     /// in tail position when the expression is).
-    fn concat<'x>(
+    fn concat<'h>(
         &mut self,
-        items: impl ExactSizeIterator<Item = Node<'x>>,
+        items: impl ExactSizeIterator<Item = Node<'a, 'h>>,
         start: u32,
         depth: usize,
         tail: bool,
@@ -257,9 +324,9 @@ impl<'a> NfaBuilder<'a> {
     }
 
     /// Any one of `alts` (children of an expression at `depth`), each between ε edges.
-    fn alternation<'x>(
+    fn alternation<'h>(
         &mut self,
-        alts: impl Iterator<Item = Node<'x>>,
+        alts: impl Iterator<Item = Node<'a, 'h>>,
         start: u32,
         depth: usize,
         tail: bool,
@@ -274,14 +341,14 @@ impl<'a> NfaBuilder<'a> {
         Ok(end)
     }
 
-    fn build_node(&mut self, node: Node, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
+    fn build_node(&mut self, node: Node<'a, '_>, start: u32, depth: usize, tail: bool) -> Result<u32, CompileError> {
         match node {
             Node::Expr(e) => self.build(e, start, depth, tail),
             Node::Hir(h) => self.build_hir(h, start, depth),
         }
     }
 
-    fn min_states_node(&self, node: Node, depth: usize) -> usize {
+    fn min_states_node(&self, node: Node<'a, '_>, depth: usize) -> usize {
         match node {
             Node::Expr(e) => self.min_states(e, depth),
             Node::Hir(h) => min_states_hir(h),
@@ -295,7 +362,7 @@ impl<'a> NfaBuilder<'a> {
     /// (regex counts are not grammar repetitions).
     fn repeat(
         &mut self,
-        node: Node,
+        node: Node<'a, '_>,
         min: u32,
         max: Option<u32>,
         start: u32,
@@ -355,7 +422,7 @@ impl<'a> NfaBuilder<'a> {
 
     /// The minimal automaton of `node` alone, or `None` when it has more than
     /// [`MINI_MAX_STATES`] states (then copies are built from the expression).
-    fn mini_dfa(&mut self, node: Node, depth: usize) -> Result<Option<MiniDfa>, CompileError> {
+    fn mini_dfa(&mut self, node: Node<'a, '_>, depth: usize) -> Result<Option<MiniDfa>, CompileError> {
         let saved = std::mem::take(&mut self.nfa);
         let saved_total = self.total_states;
         let built = self.new_state().and_then(|s| self.build_node(node, s, depth + 1, false));
@@ -503,9 +570,9 @@ impl<'a> NfaBuilder<'a> {
 
 /// What [`NfaBuilder::repeat`] repeats: an IR expression or a regex's syntax tree.
 #[derive(Clone, Copy)]
-enum Node<'x> {
-    Expr(&'x Expr),
-    Hir(&'x Hir),
+enum Node<'a, 'h> {
+    Expr(&'a Expr),
+    Hir(&'h Hir),
 }
 
 /// Parses a regex terminal as the engine reads it (UTF-8, Unicode).
