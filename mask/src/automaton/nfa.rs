@@ -23,6 +23,9 @@ pub(crate) struct Nfa {
     edges: Vec<Edge>,
     first: Vec<u32>,
     pub accept: u32,
+    /// Built from a regex terminal, among others: their subset constructions are the ones
+    /// that make equivalent states (a URI format: 623 states, 231 minimal).
+    pub has_regex: bool,
 }
 
 impl Nfa {
@@ -31,7 +34,7 @@ impl Nfa {
     pub fn new(n_states: usize, edges: &[(u32, Edge)], accept: u32) -> Nfa {
         let (mut first, mut sorted) = (Vec::new(), Vec::new());
         super::group_into_rows(n_states, || edges.iter().copied(), &mut first, &mut sorted);
-        Nfa { edges: sorted, first, accept }
+        Nfa { edges: sorted, first, accept, has_regex: false }
     }
 
     pub fn n_states(&self) -> usize {
@@ -54,6 +57,10 @@ struct Parts {
     edges: Vec<(u32, Edge)>,
 }
 
+/// Expressions built in tail position, by structural hash: each with its entry and exit
+/// states.
+type Seen<E> = rustc_hash::FxHashMap<u64, Vec<(E, u32, u32)>>;
+
 /// Builds NFAs; shared state across rules for the global size limit.
 pub(crate) struct NfaBuilder<'a> {
     pub grammar: &'a Grammar,
@@ -71,7 +78,12 @@ pub(crate) struct NfaBuilder<'a> {
     pending: Vec<(u32, u32, u32)>,
     /// Expressions met in tail position in the NFA being built, by hash: the
     /// expression, its entry and exit states (see [`NfaBuilder::shared_tail`]).
-    tails: rustc_hash::FxHashMap<u64, Vec<(&'a Expr, u32, u32)>>,
+    tails: Seen<&'a Expr>,
+    /// Whether the NFA being built holds a regex terminal (see [`Nfa::has_regex`]).
+    regex_met: bool,
+    /// Suffixes of at least two items of sequences in tail position, likewise (see
+    /// [`NfaBuilder::tail_seq`]).
+    suffixes: Seen<&'a [Expr]>,
     /// Structural hashes of the grammar's sequences and alternatives met so far, by
     /// address.
     hashes: rustc_hash::FxHashMap<usize, u64>,
@@ -105,7 +117,9 @@ impl<'a> NfaBuilder<'a> {
             fused,
             fragments: Default::default(),
             pending: Vec::new(),
+            regex_met: false,
             tails: Default::default(),
+            suffixes: Default::default(),
             hashes: Default::default(),
             regexes,
             token_terminal,
@@ -124,6 +138,8 @@ impl<'a> NfaBuilder<'a> {
         self.nfa.edges.clear();
         self.fragments.clear();
         self.tails.clear();
+        self.regex_met = false;
+        self.suffixes.clear();
         let start = self.new_state()?;
         let grammar = self.grammar;
         self.built.accept = self.build(&grammar.rule(rule).body, start, 0, true)?;
@@ -132,6 +148,7 @@ impl<'a> NfaBuilder<'a> {
             let end = self.build(&grammar.rules[callee as usize].body, entry, 0, true)?;
             self.edge(end, Edge::Eps(exit));
         }
+        self.built.has_regex = self.regex_met;
         let Nfa { edges, first, .. } = &mut self.built;
         let parts = &self.nfa;
         super::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
@@ -261,7 +278,8 @@ impl<'a> NfaBuilder<'a> {
                 self.edge(start, Edge::Token { terminal, to: end });
                 Ok(end)
             }
-            Expr::Seq(items) => self.concat(items.iter().map(Node::Expr), start, depth, tail),
+            Expr::Seq(items) if tail => self.tail_seq(items, start, depth),
+            Expr::Seq(items) => self.concat(items.iter().map(Node::Expr), start, depth, false),
             Expr::Alt(alts) => self.alternation(alts.iter().map(Node::Expr), start, depth, tail),
             Expr::Repeat { expr, min, max } => self.repeat(Node::Expr(expr), *min, *max, start, depth, false),
         }
@@ -283,6 +301,39 @@ impl<'a> NfaBuilder<'a> {
         }
         let exit = self.build_here(expr, start, depth, true)?;
         self.tails.entry(hash).or_default().push((expr, start, exit));
+        Ok(exit)
+    }
+
+    /// A sequence in tail position. Its suffixes are in tail position too, and one met
+    /// before (the rest of an object's member after its key, with the comma in front or
+    /// without) is entered instead of built again, as in [`NfaBuilder::shared_tail`].
+    fn tail_seq(&mut self, items: &'a [Expr], start: u32, depth: usize) -> Result<u32, CompileError> {
+        use std::hash::Hasher;
+        let n = items.len();
+        let mut suffix_hash = vec![0u64; n + 1];
+        for i in (0..n).rev() {
+            let mut h = rustc_hash::FxHasher::default();
+            h.write_u64(self.structural_hash(&items[i]));
+            h.write_u64(suffix_hash[i + 1]);
+            suffix_hash[i] = h.finish();
+        }
+        let (mut cur, mut starts, mut found) = (start, Vec::new(), None);
+        for i in 0..n {
+            if i > 0 && i + 1 < n {
+                let same = self.suffixes.get(&suffix_hash[i]).and_then(|v| v.iter().find(|t| t.0 == &items[i..]));
+                if let Some(&(_, entry, exit)) = same {
+                    self.edge(cur, Edge::Eps(entry));
+                    found = Some(exit);
+                    break;
+                }
+                starts.push((i, cur));
+            }
+            cur = self.build_node(Node::Expr(&items[i]), cur, depth + 1, i + 1 == n)?;
+        }
+        let exit = found.unwrap_or(cur);
+        for (i, entry) in starts {
+            self.suffixes.entry(suffix_hash[i]).or_default().push((&items[i..], entry, exit));
+        }
         Ok(exit)
     }
 
@@ -556,6 +607,7 @@ impl<'a> NfaBuilder<'a> {
 
     /// A regex terminal: parsed by regex-syntax (UTF-8, Unicode), then built like the IR.
     fn regex(&mut self, pattern: &str, start: u32, depth: usize) -> Result<u32, CompileError> {
+        self.regex_met = true;
         let hir = self.regexes.parse(pattern).map_err(|message| CompileError::BadRegex {
             rule: self.rule_name.clone(),
             pattern: pattern.to_string(),
