@@ -1182,11 +1182,19 @@ impl<'o> Ctx<'o> {
             // Borrowed, not `self.schema(m)`: that clones the schema, enum included, once per
             // enum value (quadratic: 20,000 values took 30 s).
             let Value::Object(map) = self.schema(m) else { continue };
-            let simple = map.keys().all(|k| {
-                matches!(k.as_str(), "type" | "enum" | "const" | "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
-            });
+            let annotation = |k: &str| {
+                matches!(k, "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
+            };
+            let simple = map.keys().all(|k| matches!(k.as_str(), "type" | "enum" | "const") || annotation(k));
             if simple {
                 continue; // type/enum/const are applied by the caller
+            }
+            // A reference and an `allOf` add their subschemas to the members: checked there.
+            // (Up to draft 7, a `$ref`'s siblings do not apply at all.)
+            let implied = (self.draft(m) <= Draft::Draft7 && map.contains_key("$ref"))
+                || map.keys().all(|k| matches!(k.as_str(), "$ref" | "allOf") || annotation(k));
+            if implied {
+                continue;
             }
             match self.validator(m) {
                 Some(val) => {
