@@ -14,11 +14,12 @@
 //! exactly one automaton: rules that several unfused rules reach through tail calls stay
 //! rules (else each would carry a copy).
 
+use super::Calls;
 use stencil_grammar::{Expr, Grammar};
 
 /// Which rules to fuse into their tail callers (see the module doc). `inline`: rules
 /// expanded in place; `representative`: where a call of each rule goes.
-pub(super) fn choose_fused(grammar: &Grammar, inline: &[bool], representative: &[u32]) -> Vec<bool> {
+pub(super) fn choose_fused(grammar: &Grammar, calls: &Calls, inline: &[bool], representative: &[u32]) -> Vec<bool> {
     let n = grammar.rules.len();
     let built = |r: usize| !inline[r] && representative[r] == r as u32;
     let mut fused: Vec<bool> =
@@ -29,14 +30,14 @@ pub(super) fn choose_fused(grammar: &Grammar, inline: &[bool], representative: &
     let mut called = vec![false; n];
     for r in (0..n).filter(|&r| built(r)) {
         let mut walk = CallWalk {
-            grammar,
+            calls,
             inline,
             representative,
             tail: &mut tail_calls[r],
             other: &mut fused,
             called: &mut called,
         };
-        walk.expr(&grammar.rules[r].body, true);
+        walk.rule(r, true);
     }
     for r in 0..n {
         fused[r] &= called[r];
@@ -98,10 +99,10 @@ fn small(body: &Expr) -> bool {
 /// Expression nodes a fused rule's body may have.
 const MAX_FUSED_SIZE: usize = 64;
 
-/// Walks one built rule's body (inlined callees included, as the NFA builder expands
-/// them), noting its tail calls; a call elsewhere marks its callee not fusable.
+/// Goes through one built rule's calls (inlined callees' included, as the NFA builder
+/// expands them), noting its tail calls; a call elsewhere marks its callee not fusable.
 struct CallWalk<'a> {
-    grammar: &'a Grammar,
+    calls: &'a Calls,
     inline: &'a [bool],
     representative: &'a [u32],
     tail: &'a mut Vec<u32>,
@@ -110,31 +111,22 @@ struct CallWalk<'a> {
 }
 
 impl CallWalk<'_> {
-    fn expr(&mut self, e: &Expr, tail: bool) {
-        match e {
-            Expr::Rule(id) => {
-                let r = id.0 as usize;
-                if self.inline[r] {
-                    let g = self.grammar;
-                    self.expr(&g.rules[r].body, tail);
+    /// The calls of rule `r`, expanded where the caller is in tail position iff `tail`.
+    fn rule(&mut self, r: usize, tail: bool) {
+        let calls = self.calls;
+        for (&c, &at_end) in calls.callees[r].iter().zip(&calls.tail[r]) {
+            let (c, tail) = (c as usize, tail && at_end);
+            if self.inline[c] {
+                self.rule(c, tail);
+            } else {
+                let t = self.representative[c];
+                self.called[t as usize] = true;
+                if tail {
+                    self.tail.push(t);
                 } else {
-                    let t = self.representative[r];
-                    self.called[t as usize] = true;
-                    if tail {
-                        self.tail.push(t);
-                    } else {
-                        self.other[t as usize] = false;
-                    }
+                    self.other[t as usize] = false;
                 }
             }
-            Expr::Seq(v) => {
-                for (i, x) in v.iter().enumerate() {
-                    self.expr(x, tail && i + 1 == v.len());
-                }
-            }
-            Expr::Alt(v) => v.iter().for_each(|x| self.expr(x, tail)),
-            Expr::Repeat { expr, .. } => self.expr(expr, false),
-            _ => {}
         }
     }
 }
@@ -147,10 +139,10 @@ mod tests {
     /// `(representative, fused)` per rule name, as `Automaton::compile` decides them.
     fn decide(gbnf: &str) -> Vec<(String, String, bool)> {
         let g = stencil_grammar::parse_gbnf(gbnf).unwrap();
-        let callees = checked_callees(&g).unwrap();
-        let inline = choose_inlined(&g, &callees, &Regexes::default());
-        let representative = representatives(&g, &inline, &callees);
-        let fused = choose_fused(&g, &inline, &representative);
+        let calls = checked_callees(&g).unwrap();
+        let inline = choose_inlined(&g, &calls.callees, &Regexes::default());
+        let representative = representatives(&g, &inline, &calls.callees);
+        let fused = choose_fused(&g, &calls, &inline, &representative);
         (0..g.rules.len())
             .map(|r| (g.rules[r].name.clone(), g.rules[representative[r] as usize].name.clone(), fused[r]))
             .collect()

@@ -381,23 +381,24 @@ impl Automaton {
         if grammar.root.0 as usize >= grammar.rules.len() {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
-        let callees = checked_callees(grammar)?;
+        let calls = checked_callees(grammar)?;
         phase("callees", String::new());
         // Splitting only adds rules, whose references are its own (and checked when built).
         let split = split::split_long_repetitions(grammar, limits);
-        let callees = match &split {
+        let calls = match &split {
             Some(g) => checked_callees(g)?,
-            None => callees,
+            None => calls,
         };
+        let callees = &calls.callees;
         let grammar = split.as_ref().unwrap_or(grammar);
         phase("split", String::new());
         let n_rules = grammar.rules.len();
         let regexes = Regexes::default();
-        let inline = choose_inlined(grammar, &callees, &regexes);
+        let inline = choose_inlined(grammar, callees, &regexes);
         phase("inline", String::new());
-        let representative = representatives(grammar, &inline, &callees);
+        let representative = representatives(grammar, &inline, callees);
         phase("representatives", String::new());
-        let fused = fuse::choose_fused(grammar, &inline, &representative);
+        let fused = fuse::choose_fused(grammar, &calls, &inline, &representative);
         phase("fused", format!("{} fused", fused.iter().filter(|&&f| f).count()));
 
         // 1. Token terminals, numbered as the rules' NFAs meet them.
@@ -710,20 +711,38 @@ struct Reaches {
     text_exact: Vec<bool>,
 }
 
-/// The rules each rule calls, in order; an error at a call of a rule that does not exist.
-fn checked_callees(grammar: &Grammar) -> Result<Vec<Vec<u32>>, CompileError> {
-    grammar
-        .rules
-        .iter()
-        .map(|rule| {
-            let mut callees = Vec::new();
-            rule.body.for_each_rule(&mut |id| callees.push(id.0));
-            match callees.iter().find(|&&id| id as usize >= grammar.rules.len()) {
-                Some(&id) => Err(CompileError::DanglingRule { rule: rule.name.clone(), id }),
-                None => Ok(callees),
+/// The rules each rule calls, in order, and whether each call is in tail position
+/// (nothing follows it in its rule; see `fuse.rs`).
+pub(super) struct Calls {
+    pub callees: Vec<Vec<u32>>,
+    pub tail: Vec<Vec<bool>>,
+}
+
+/// Each rule's [`Calls`]; an error at a call of a rule that does not exist.
+fn checked_callees(grammar: &Grammar) -> Result<Calls, CompileError> {
+    fn walk(e: &Expr, tail: bool, callees: &mut Vec<u32>, tails: &mut Vec<bool>) {
+        match e {
+            Expr::Rule(id) => {
+                callees.push(id.0);
+                tails.push(tail);
             }
-        })
-        .collect()
+            Expr::Seq(v) => v.iter().enumerate().for_each(|(i, x)| walk(x, tail && i + 1 == v.len(), callees, tails)),
+            Expr::Alt(v) => v.iter().for_each(|x| walk(x, tail, callees, tails)),
+            Expr::Repeat { expr, .. } => walk(expr, false, callees, tails),
+            _ => {}
+        }
+    }
+    let mut calls = Calls { callees: Vec::with_capacity(grammar.rules.len()), tail: Vec::with_capacity(grammar.rules.len()) };
+    for rule in &grammar.rules {
+        let (mut callees, mut tails) = (Vec::new(), Vec::new());
+        walk(&rule.body, true, &mut callees, &mut tails);
+        if let Some(&id) = callees.iter().find(|&&id| id as usize >= grammar.rules.len()) {
+            return Err(CompileError::DanglingRule { rule: rule.name.clone(), id });
+        }
+        calls.callees.push(callees);
+        calls.tail.push(tails);
+    }
+    Ok(calls)
 }
 
 /// Each rule's representative: the first rule with the same body once the rules it
@@ -812,11 +831,22 @@ fn equal_calls_as(a: &Expr, b: &Expr, class: &[u32]) -> bool {
 }
 
 /// Size of an expression for the inlining decision; a reference to a rule counts as the
-/// size that rule expands to (`rule_size`) when it is inlined itself, else as 1.
+/// size that rule expands to (`rule_size`) when it is inlined itself, else as 1. Only
+/// sizes up to [`INLINE_MAX_SIZE`] matter: past it, the count stops (a schema's trie of
+/// names is thousands of nodes).
 fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize, regexes: &Regexes) -> usize {
     match e {
         // Saturating: nested repetitions multiply (`(("a"{8}){8}){8}`...).
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |n, x| n.saturating_add(expr_size(x, rule_size, regexes))),
+        Expr::Seq(v) | Expr::Alt(v) => {
+            let mut n = 1usize;
+            for x in v {
+                n = n.saturating_add(expr_size(x, rule_size, regexes));
+                if n > INLINE_MAX_SIZE {
+                    break;
+                }
+            }
+            n
+        }
         Expr::Repeat { expr, min, max } => 1usize.saturating_add(
             expr_size(expr, rule_size, regexes).saturating_mul((*max).unwrap_or(*min).clamp(1, 8) as usize),
         ),
@@ -888,6 +918,10 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
                 continue;
             }
             stack.pop();
+            if grammar.rules[r].no_inline {
+                size[r] = Some(INLINE_MAX_SIZE + 1);
+                continue;
+            }
             let own = expr_size(
                 &grammar.rules[r].body,
                 &|c| {
