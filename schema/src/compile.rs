@@ -176,6 +176,8 @@ pub(crate) struct Ctx<'o> {
     keys_not_in: HashMap<Vec<String>, RuleId>,
     /// Where each subschema's reference keyword (`$ref`, …) leads, once resolved.
     ref_targets: HashMap<(Sid, &'static str), Sid>,
+    /// Children found by [`Ctx::child`], by parent and hash of the path.
+    children: HashMap<(Sid, u64), Sid>,
 }
 
 pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<CompiledSchema, SchemaError> {
@@ -207,6 +209,7 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         keys: HashMap::default(),
         keys_not_in: HashMap::default(),
         ref_targets: HashMap::default(),
+        children: HashMap::default(),
     };
     ctx.setup_style();
     let root_sid = ctx.sid(&(0, String::new()));
@@ -432,12 +435,45 @@ impl<'o> Ctx<'o> {
         self.drafts[sid as usize]
     }
 
+    /// The subschema at `path` below `sid` (found again without building its pointer:
+    /// the same children are asked for at every use of their parent).
     fn child(&mut self, sid: Sid, path: &[&str]) -> Sid {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        path.hash(&mut h);
+        let key = (sid, h.finish());
+        if let Some(&c) = self.children.get(&key) {
+            if self.is_child(c, sid, path) {
+                return c;
+            }
+        }
         let (doc, mut p) = self.locs[sid as usize].clone();
         for t in path {
             push_token(&mut p, t);
         }
-        self.sid(&(doc, p))
+        let c = self.sid(&(doc, p));
+        self.children.insert(key, c);
+        c
+    }
+
+    /// Whether `c`'s location is `path` below `sid`'s.
+    fn is_child(&self, c: Sid, sid: Sid, path: &[&str]) -> bool {
+        let ((doc, parent), (child_doc, child)) = (&self.locs[sid as usize], &self.locs[c as usize]);
+        let Some(mut rest) = child.strip_prefix(parent.as_str()).filter(|_| doc == child_doc) else { return false };
+        for t in path {
+            let mut escaped = String::new();
+            let token = if t.contains(['~', '/']) {
+                push_token(&mut escaped, t);
+                &escaped[1..]
+            } else {
+                t
+            };
+            match rest.strip_prefix('/').and_then(|r| r.strip_prefix(token)) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        rest.is_empty()
     }
 
     /// A keyword the grammar does not enforce: error in strict mode, warning in lenient.

@@ -93,8 +93,10 @@ fn children(words: &[Vec<char>], depth: usize) -> impl Iterator<Item = (String, 
 /// (every word plain), the character that leaves is a plain one and `other` takes the
 /// rest; without, it is any character.
 fn node(words: &[Vec<char>], depth: usize, other: Option<&Expr>, any: &Expr) -> Expr {
-    let mut ways = Vec::new();
-    if !words.iter().any(|w| w.len() == depth) {
+    // Words end here first (they are sorted); every other one goes on.
+    let ending = words.iter().take_while(|w| w.len() == depth).count();
+    let mut ways = Vec::with_capacity(3 + (words.len() - ending).min(8));
+    if ending == 0 {
         ways.push(lit("\""));
     }
     let here = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]);
@@ -107,11 +109,11 @@ fn node(words: &[Vec<char>], depth: usize, other: Option<&Expr>, any: &Expr) -> 
         }
     };
     if let Some(leave) = leave {
-        ways.push(seq(vec![leave, any.clone()]));
+        ways.push(Expr::Seq(vec![leave, any.clone()]));
     }
     ways.extend(other.cloned());
     for (c, sub) in children(words, depth) {
-        ways.push(seq(vec![lit(&c), node(sub, depth + 1, other, any)]));
+        ways.push(Expr::Seq(vec![Expr::Literal(c.into_bytes()), node(sub, depth + 1, other, any)]));
     }
     alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
 }
