@@ -26,6 +26,9 @@ use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 /// "No transition".
 pub(crate) const DEAD: u32 = u32::MAX;
 
+/// The lead bytes of UTF-8 sequences, `0xC2..=0xF4`, in the last word of a byte set.
+const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
+
 /// The UTF-8 byte ranges of every non-ASCII character.
 static NON_ASCII_UTF8: std::sync::LazyLock<Vec<regex_syntax::utf8::Utf8Sequence>> =
     std::sync::LazyLock::new(|| regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect());
@@ -214,7 +217,7 @@ impl Automaton {
     fn utf8_targets(&self, state: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> Option<SmallSet> {
         // Most states (keys, numbers, literals) take no lead byte at all.
         let moves = &self.first_bytes[state as usize];
-        if !(0xC2..=0xF4u8).all(|b| crate::cache::has_byte(moves, b)) {
+        if moves[3] & UTF8_LEADS != UTF8_LEADS {
             return None;
         }
         let mut targets = SmallSet::default();
@@ -686,7 +689,7 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
         let moves = &a.first_bytes[s];
         moves[0] & plain_bytes[0] == 0
             && moves[1] & plain_bytes[1] == 0
-            && !(0xC2..=0xF4u8).any(|b| crate::cache::has_byte(moves, b))
+            && moves[3] & UTF8_LEADS == 0
     };
     let mut text_exact = vec![false; n];
     for &s in &order {
@@ -1804,6 +1807,12 @@ impl StampSet {
 #[cfg(test)]
 mod tests {
     use super::Rows;
+
+    #[test]
+    fn utf8_leads_are_c2_to_f4() {
+        let leads: Vec<u8> = (0xC0..=0xFFu8).filter(|&b| super::UTF8_LEADS >> (b - 0xC0) & 1 == 1).collect();
+        assert_eq!(leads, (0xC2..=0xF4).collect::<Vec<u8>>());
+    }
 
     #[test]
     fn rows_keep_their_lists_apart_through_retain() {
