@@ -59,7 +59,8 @@ struct Parts {
 
 /// Expressions built in tail position, by structural hash: each with its entry and exit
 /// states.
-type Seen<E> = rustc_hash::FxHashMap<u64, Vec<(E, u32, u32)>>;
+/// (Two expressions with one hash: the second is not shared.)
+type Seen<E> = rustc_hash::FxHashMap<u64, (E, u32, u32)>;
 
 /// Builds NFAs; shared state across rules for the global size limit.
 pub(crate) struct NfaBuilder<'a> {
@@ -295,12 +296,12 @@ impl<'a> NfaBuilder<'a> {
     /// occurrence's start is its entry.
     fn shared_tail(&mut self, expr: &'a Expr, start: u32, depth: usize) -> Result<u32, CompileError> {
         let hash = self.structural_hash(expr);
-        if let Some(&(_, entry, exit)) = self.tails.get(&hash).and_then(|v| v.iter().find(|t| *t.0 == *expr)) {
+        if let Some(&(_, entry, exit)) = self.tails.get(&hash).filter(|t| *t.0 == *expr) {
             self.edge(start, Edge::Eps(entry));
             return Ok(exit);
         }
         let exit = self.build_here(expr, start, depth, true)?;
-        self.tails.entry(hash).or_default().push((expr, start, exit));
+        self.tails.entry(hash).or_insert((expr, start, exit));
         Ok(exit)
     }
 
@@ -310,29 +311,35 @@ impl<'a> NfaBuilder<'a> {
     fn tail_seq(&mut self, items: &'a [Expr], start: u32, depth: usize) -> Result<u32, CompileError> {
         use std::hash::Hasher;
         let n = items.len();
-        let mut suffix_hash = vec![0u64; n + 1];
+        // Per suffix of two items or more: its hash, then its start once built.
+        let mut suffixes: Vec<(u64, u32)> = vec![(0, 0); n.saturating_sub(1)];
+        let mut after = 0u64;
         for i in (0..n).rev() {
             let mut h = rustc_hash::FxHasher::default();
             h.write_u64(self.structural_hash(&items[i]));
-            h.write_u64(suffix_hash[i + 1]);
-            suffix_hash[i] = h.finish();
+            h.write_u64(after);
+            after = h.finish();
+            if i + 1 < n {
+                suffixes[i].0 = after;
+            }
         }
-        let (mut cur, mut starts, mut found) = (start, Vec::new(), None);
+        let (mut cur, mut built, mut found) = (start, 0, None);
         for i in 0..n {
             if i > 0 && i + 1 < n {
-                let same = self.suffixes.get(&suffix_hash[i]).and_then(|v| v.iter().find(|t| t.0 == &items[i..]));
+                let same = self.suffixes.get(&suffixes[i].0).filter(|t| t.0 == &items[i..]);
                 if let Some(&(_, entry, exit)) = same {
                     self.edge(cur, Edge::Eps(entry));
                     found = Some(exit);
                     break;
                 }
-                starts.push((i, cur));
+                suffixes[i].1 = cur;
+                built = i + 1;
             }
             cur = self.build_node(Node::Expr(&items[i]), cur, depth + 1, i + 1 == n)?;
         }
         let exit = found.unwrap_or(cur);
-        for (i, entry) in starts {
-            self.suffixes.entry(suffix_hash[i]).or_default().push((&items[i..], entry, exit));
+        for (i, &(hash, entry)) in suffixes.iter().enumerate().take(built).skip(1) {
+            self.suffixes.entry(hash).or_insert((&items[i..], entry, exit));
         }
         Ok(exit)
     }
