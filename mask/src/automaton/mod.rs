@@ -687,9 +687,7 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
     group_into_rows(n, || edges.iter().chain(&non_ascii_edges).map(|&(t, s)| (s, t)), &mut first, &mut from);
     let takes_none = |s: usize| {
         let moves = &a.first_bytes[s];
-        moves[0] & plain_bytes[0] == 0
-            && moves[1] & plain_bytes[1] == 0
-            && moves[3] & UTF8_LEADS == 0
+        moves[0] & plain_bytes[0] == 0 && moves[1] & plain_bytes[1] == 0 && moves[3] & UTF8_LEADS == 0
     };
     let mut text_exact = vec![false; n];
     for &s in &order {
@@ -735,7 +733,8 @@ fn checked_callees(grammar: &Grammar) -> Result<Calls, CompileError> {
             _ => {}
         }
     }
-    let mut calls = Calls { callees: Vec::with_capacity(grammar.rules.len()), tail: Vec::with_capacity(grammar.rules.len()) };
+    let mut calls =
+        Calls { callees: Vec::with_capacity(grammar.rules.len()), tail: Vec::with_capacity(grammar.rules.len()) };
     for rule in &grammar.rules {
         let (mut callees, mut tails) = (Vec::new(), Vec::new());
         walk(&rule.body, true, &mut callees, &mut tails);
@@ -1338,6 +1337,9 @@ struct SubsetScratch {
     direct: StateSets,
     direct_state: Vec<u32>,
     set: Vec<u32>,
+    /// A state's byte edges as class ranges `(first, last, NFA target)`, and as
+    /// `(class, target)` pairs where they overlap.
+    ranges: Vec<(u8, u8, u32)>,
     moves: Vec<(u8, u32)>,
     /// `moves` grouped by class (a counting sort), and where each class's group starts.
     by_class: Vec<(u8, u32)>,
@@ -1372,6 +1374,7 @@ fn determinize(
         direct,
         direct_state,
         set,
+        ranges,
         moves,
         by_class,
         class_start,
@@ -1414,7 +1417,7 @@ fn determinize(
                 return Err(Unfinished::OutOfTime);
             }
         }
-        moves.clear();
+        ranges.clear();
         labelled.clear();
         let mut is_final = false;
         for &s in closed.get(i) {
@@ -1422,9 +1425,7 @@ fn determinize(
             for e in nfa.edges(s) {
                 match *e {
                     Edge::Eps(_) => {}
-                    Edge::Bytes { lo, hi, to } => {
-                        moves.extend((class[lo as usize]..=class[hi as usize]).map(|c| (c, to)));
-                    }
+                    Edge::Bytes { lo, hi, to } => ranges.push((class[lo as usize], class[hi as usize], to)),
                     Edge::Call { rule, to } => labelled.push((false, rule, to)),
                     Edge::Token { terminal, to } => labelled.push((true, terminal, to)),
                 }
@@ -1442,35 +1443,50 @@ fn determinize(
             set.clear();
             direct_state[d as usize]
         };
-        // Grouped by class, each class's targets in the order they were met (a counting
-        // sort: cheaper than sorting the pairs, and two classes that move to the same
-        // states meet them in the same order).
-        class_start.clear();
-        class_start.resize(n_classes + 1, 0);
-        for &(c, _) in moves.iter() {
-            class_start[c as usize + 1] += 1;
-        }
-        for c in 0..n_classes {
-            class_start[c + 1] += class_start[c];
-        }
-        by_class.clear();
-        by_class.resize(moves.len(), (0, 0));
-        for &(c, t) in moves.iter() {
-            let slot = &mut class_start[c as usize];
-            by_class[*slot as usize] = (c, t);
-            *slot += 1;
-        }
         let row = dfa.trans.len();
         dfa.trans.resize(row + n_classes, DEAD);
-        // Neighbouring classes mostly move to the same NFA states.
-        let (mut previous, mut previous_target): (&[(u8, u32)], u32) = (&[], DEAD);
-        for group in by_class.chunk_by(|x, y| x.0 == y.0) {
-            let same = group.len() == previous.len() && group.iter().zip(previous).all(|(x, y)| x.1 == y.1);
-            if !same {
-                set.extend(group.iter().map(|m| m.1));
-                (previous, previous_target) = (group, target(set, closed));
+        // Mostly the state's class ranges do not overlap (a literal, a trie node, a
+        // character's UTF-8 sequences): each range moves to its one NFA state.
+        ranges.sort_unstable_by_key(|r| r.0);
+        if ranges.windows(2).all(|w| w[0].1 < w[1].0) {
+            let mut previous = (u32::MAX, DEAD);
+            for &(lo, hi, to) in ranges.iter() {
+                if previous.0 != to {
+                    set.push(to);
+                    previous = (to, target(set, closed));
+                }
+                dfa.trans[row + lo as usize..=row + hi as usize].fill(previous.1);
             }
-            dfa.trans[row + group[0].0 as usize] = previous_target;
+        } else {
+            // Per class, its targets in the order they were met (a counting sort: two
+            // classes that move to the same states meet them in the same order).
+            moves.clear();
+            moves.extend(ranges.iter().flat_map(|&(lo, hi, to)| (lo..=hi).map(move |c| (c, to))));
+            class_start.clear();
+            class_start.resize(n_classes + 1, 0);
+            for &(c, _) in moves.iter() {
+                class_start[c as usize + 1] += 1;
+            }
+            for c in 0..n_classes {
+                class_start[c + 1] += class_start[c];
+            }
+            by_class.clear();
+            by_class.resize(moves.len(), (0, 0));
+            for &(c, t) in moves.iter() {
+                let slot = &mut class_start[c as usize];
+                by_class[*slot as usize] = (c, t);
+                *slot += 1;
+            }
+            // Neighbouring classes mostly move to the same NFA states.
+            let (mut previous, mut previous_target): (&[(u8, u32)], u32) = (&[], DEAD);
+            for group in by_class.chunk_by(|x, y| x.0 == y.0) {
+                let same = group.len() == previous.len() && group.iter().zip(previous).all(|(x, y)| x.1 == y.1);
+                if !same {
+                    set.extend(group.iter().map(|m| m.1));
+                    (previous, previous_target) = (group, target(set, closed));
+                }
+                dfa.trans[row + group[0].0 as usize] = previous_target;
+            }
         }
         labelled.sort_unstable();
         for group in labelled.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {

@@ -86,7 +86,8 @@ fn regex_needs(p: &str, limits: &Limits) -> bool {
     let b = p.as_bytes();
     let has_count = (0..b.len()).any(|i| {
         b[i] == b'{' && {
-            let digits: String = b[i + 1..].iter().take_while(|c| c.is_ascii_digit() || **c == b',').map(|&c| c as char).collect();
+            let digits: String =
+                b[i + 1..].iter().take_while(|c| c.is_ascii_digit() || **c == b',').map(|&c| c as char).collect();
             digits.split(',').any(|d| d.parse::<u64>().is_ok_and(|n| n >= SPLIT_MIN_COUNT as u64))
         }
     });
