@@ -160,7 +160,10 @@ pub(crate) struct Ctx<'o> {
     /// Patterns translated once per compile (one recurs at every object sharing it, and
     /// each declared name is tested against each `patternProperties` pattern), with their
     /// matchers.
-    patterns: HashMap<String, Result<Hir, String>>,
+    patterns: HashMap<String, Result<std::rc::Rc<Hir>, String>>,
+    /// Keys of a `patternProperties` pattern less the declared names it matches (see
+    /// [`Ctx::key_minus_declared`]), by pattern and those names.
+    pattern_keys: HashMap<(String, Vec<String>), Option<Expr>>,
     matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
     any_string: Option<RuleId>,
     /// The shared ends of "any string but these" (see [`Ctx::string_not_in`]).
@@ -201,6 +204,7 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         validators: HashMap::default(),
         validator_docs: None,
         patterns: HashMap::default(),
+        pattern_keys: HashMap::default(),
         matchers: HashMap::default(),
         any_string: None,
         string_rests: None,
@@ -402,9 +406,9 @@ impl<'o> Ctx<'o> {
 
     /// The full-match language of the ECMA-262 `pattern`; an error names it at the
     /// pointer `at` gives (asked only then).
-    fn pattern_hir(&mut self, pattern: &str, at: impl FnOnce(&Self) -> String) -> Result<Hir, SchemaError> {
+    fn pattern_hir(&mut self, pattern: &str, at: impl FnOnce(&Self) -> String) -> Result<std::rc::Rc<Hir>, SchemaError> {
         if !self.patterns.contains_key(pattern) {
-            self.patterns.insert(pattern.to_string(), full_match_hir(pattern).map_err(|e| e.0));
+            self.patterns.insert(pattern.to_string(), full_match_hir(pattern).map(std::rc::Rc::new).map_err(|e| e.0));
         }
         match &self.patterns[pattern] {
             Ok(h) => Ok(h.clone()),
@@ -1529,7 +1533,7 @@ impl<'o> Ctx<'o> {
         let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
         for (p, pp) in &s.patterns {
             let hir = self.pattern_hir(p, |_| pp.clone())?;
-            parts.push((hir, "pattern".into(), pp.clone()));
+            parts.push((Hir::clone(&hir), "pattern".into(), pp.clone()));
         }
         for (f, fp) in &s.formats {
             let re = crate::formats::format_regex(f).unwrap();
@@ -2371,7 +2375,7 @@ impl<'o> Ctx<'o> {
                             return Ok(None);
                         }
                         // The extra names must avoid the declared ones.
-                        let Some(key) = self.key_minus_declared(h, None, declared, *pn, "propertyNames")? else { return Ok(None) };
+                        let Some(key) = self.key_minus_declared(&h, None, declared, *pn, "propertyNames")? else { return Ok(None) };
                         key_lang = Some(key);
                     }
                     None => {
@@ -2411,7 +2415,7 @@ impl<'o> Ctx<'o> {
             let mut alts = Vec::new();
             for (p, psid) in patterns {
                 let hir = self.pattern_hir(p, |c| c.ptr(sid))?;
-                let Some(key) = self.key_minus_declared(hir, Some(p), declared, sid, "patternProperties")? else { continue };
+                let Some(key) = self.key_minus_declared(&hir, Some(p), declared, sid, "patternProperties")? else { continue };
                 let mut c = value_conj.clone();
                 c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
@@ -2436,8 +2440,8 @@ impl<'o> Ctx<'o> {
     /// warning) when the difference is too large. Any key at all is "any string but
     /// these", built as such: the derivatives of `.*` by each declared key grow with every
     /// character. `pattern`: the `patternProperties` pattern `h` comes from, if it does.
-    fn key_minus_declared(&mut self, h: Hir, pattern: Option<&str>, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
-        if crate::hirset::surely_universal(&h) {
+    fn key_minus_declared(&mut self, h: &Hir, pattern: Option<&str>, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
+        if crate::hirset::surely_universal(h) {
             return Ok(Some(self.string_not_in(declared)));
         }
         let hit: Vec<String> = match pattern {
@@ -2452,16 +2456,25 @@ impl<'o> Ctx<'o> {
                 hit
             }
             None => {
-                let re = hir_matcher(&h);
+                let re = hir_matcher(h);
                 declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect()
             }
         };
-        let rest = if hit.is_empty() {
-            h
+        // Objects repeat their patterns and names: the keys are built once.
+        let memo = pattern.map(|p| (p.to_string(), hit.clone()));
+        if let Some(keys) = memo.as_ref().and_then(|m| self.pattern_keys.get(m)) {
+            return Ok(keys.clone());
+        }
+        let escaped = |c: &Self, rest: &Hir| match escape_hir(rest) {
+            Ok(e) => Ok(seq(vec![lit("\""), hir_expr(&e), lit("\"")])),
+            Err(reason) => Err(SchemaError::BadPattern { pointer: c.ptr(sid), pattern: String::new(), reason }),
+        };
+        let keys = if hit.is_empty() {
+            Some(escaped(self, h)?)
         } else {
-            match crate::hirset::minus_words(&h, &hit, 20_000) {
-                Some(m) if m.properties().minimum_len().is_none() => return Ok(None),
-                Some(m) => m,
+            match crate::hirset::minus_words(h, &hit, 20_000) {
+                Some(m) if m.properties().minimum_len().is_none() => None,
+                Some(m) => Some(escaped(self, &m)?),
                 None => {
                     let p = self.ptr(sid);
                     self.unenforced(keyword, &p, "extra names that a pattern shares with declared properties are not generated")?;
@@ -2469,8 +2482,10 @@ impl<'o> Ctx<'o> {
                 }
             }
         };
-        let escaped = escape_hir(&rest).map_err(|e| SchemaError::BadPattern { pointer: self.ptr(sid), pattern: String::new(), reason: e })?;
-        Ok(Some(seq(vec![lit("\""), hir_expr(&escaped), lit("\"")])))
+        if let Some(m) = memo {
+            self.pattern_keys.insert(m, keys.clone());
+        }
+        Ok(keys)
     }
 
     /// The key language of a `propertyNames` schema of simple string form: `true`, or
@@ -2506,7 +2521,7 @@ impl<'o> Ctx<'o> {
                         "pattern" => {
                             let p = v.as_str().unwrap_or("");
                             let h = self.pattern_hir(p, |c| c.ptr(sid))?;
-                            pat = Some(h);
+                            pat = Some(Hir::clone(&h));
                         }
                         "maxLength" => max = v.as_u64(),
                         "minLength" => min = v.as_u64().unwrap_or(0),
