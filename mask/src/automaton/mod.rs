@@ -384,17 +384,14 @@ impl Automaton {
         if grammar.root.0 as usize >= grammar.rules.len() {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
-        let calls = checked_callees(grammar)?;
-        phase("callees", String::new());
-        // Splitting only adds rules, whose references are its own (and checked when built).
+        // Splitting keeps every rule and its name, and follows no reference: the calls are
+        // listed (and checked) once, after it.
         let split = split::split_long_repetitions(grammar, limits);
-        let calls = match &split {
-            Some(g) => checked_callees(g)?,
-            None => calls,
-        };
-        let callees = &calls.callees;
         let grammar = split.as_ref().unwrap_or(grammar);
         phase("split", String::new());
+        let calls = checked_callees(grammar)?;
+        let callees = &calls.callees;
+        phase("callees", String::new());
         let n_rules = grammar.rules.len();
         let regexes = Regexes::default();
         let inline = choose_inlined(grammar, callees, &regexes);
