@@ -1581,11 +1581,13 @@ impl Successors {
         let mut targets = Vec::new();
         start.push(0);
         for s in 0..a.n_states() {
-            let first = targets.len();
+            let (first, mut last) = (targets.len(), DEAD);
             for &t in a.row(s) {
-                if t != DEAD && !targets[first..].contains(&t) {
+                // Neighbouring classes mostly go to the same state.
+                if t != last && t != DEAD && !targets[first..].contains(&t) {
                     targets.push(t);
                 }
+                last = t;
             }
             targets.extend(a.token_edges[s].iter().map(|&(_, t)| t));
             start.push(targets.len() as u32);
