@@ -1334,6 +1334,8 @@ struct SubsetScratch {
     direct: StateSets,
     direct_state: Vec<u32>,
     set: Vec<u32>,
+    /// The DFA state each single NFA state leads to, once its closure is known.
+    single: Vec<u32>,
     /// A state's byte edges as class ranges `(first, last, NFA target)`, and as
     /// `(class, target)` pairs where they overlap.
     ranges: Vec<(u8, u8, u32)>,
@@ -1370,6 +1372,7 @@ fn determinize(
         closed,
         direct,
         direct_state,
+        single,
         set,
         ranges,
         moves,
@@ -1380,6 +1383,8 @@ fn determinize(
     } = scratch;
     seen.clear();
     seen.resize(nfa.n_states(), 0);
+    single.clear();
+    single.resize(nfa.n_states(), DEAD);
     let mut stamp = 1u32;
     // A closed set is known by the states in it that matter for what comes next: those
     // with an edge that is not ε, and the final state. The ends of an alternation's
@@ -1431,6 +1436,20 @@ fn determinize(
         let mut target = |set: &mut Vec<u32>, closed: &mut StateSets| -> u32 {
             set.sort_unstable();
             set.dedup();
+            // One NFA state (most moves): found by index, not by hash.
+            if let [one] = set[..] {
+                let known = single[one as usize];
+                if known != DEAD {
+                    set.clear();
+                    return known;
+                }
+                stamp += 1;
+                close(set, seen, stamp);
+                let t = closed.intern(set).0;
+                single[one as usize] = t;
+                set.clear();
+                return t;
+            }
             let (d, new) = direct.intern(set);
             if new {
                 stamp += 1;
