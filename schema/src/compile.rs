@@ -255,11 +255,11 @@ pub(crate) fn lit(s: &str) -> Expr {
     Expr::literal(s)
 }
 
-pub(crate) fn seq(v: Vec<Expr>) -> Expr {
-    let v: Vec<Expr> = v.into_iter().filter(|e| *e != Expr::Empty).collect();
+pub(crate) fn seq(mut v: Vec<Expr>) -> Expr {
+    v.retain(|e| !matches!(e, Expr::Empty));
     match v.len() {
         0 => Expr::Empty,
-        1 => v.into_iter().next().unwrap(),
+        1 => v.pop().expect("one item"),
         _ => Expr::Seq(v),
     }
 }
