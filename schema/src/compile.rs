@@ -376,12 +376,19 @@ impl<'o> Ctx<'o> {
     }
 
     fn sid(&mut self, loc: &Loc) -> Sid {
+        self.sid_with(loc, None)
+    }
+
+    /// [`Ctx::sid`], with the value at `loc` when the caller has found it (`Some(None)`:
+    /// nothing there).
+    fn sid_with(&mut self, loc: &Loc, value: Option<Option<&'o Value>>) -> Sid {
         if let Some(&s) = self.sid_of.get(loc) {
             return s;
         }
         let s = self.locs.len() as Sid;
         self.locs.push(loc.clone());
-        self.values.push(self.res.value(loc).unwrap_or(&TRUE));
+        let value = value.unwrap_or_else(|| self.res.value(loc));
+        self.values.push(value.unwrap_or(&TRUE));
         self.drafts.push(self.res.info(loc).1);
         self.sid_of.insert(loc.clone(), s);
         s
@@ -455,7 +462,17 @@ impl<'o> Ctx<'o> {
         for t in path {
             push_token(&mut p, t);
         }
-        let c = self.sid(&(doc, p));
+        // The value from the parent's (a JSON pointer walk from the root is as deep as the
+        // pointer); canonical array indexes only, as the pointer's lookup.
+        let mut value = Some(self.schema(sid));
+        for t in path {
+            value = value.and_then(|v| match v {
+                Value::Object(m) => m.get(*t),
+                Value::Array(a) if t == &"0" || !t.starts_with(['0', '+']) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            });
+        }
+        let c = self.sid_with(&(doc, p), Some(value));
         self.children.insert(key, c);
         c
     }
