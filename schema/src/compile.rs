@@ -376,19 +376,19 @@ impl<'o> Ctx<'o> {
     }
 
     fn sid(&mut self, loc: &Loc) -> Sid {
-        self.sid_with(loc, None)
+        self.sid_with(loc, |c| c.res.value(loc))
     }
 
-    /// [`Ctx::sid`], with the value at `loc` when the caller has found it (`Some(None)`:
-    /// nothing there).
-    fn sid_with(&mut self, loc: &Loc, value: Option<Option<&'o Value>>) -> Sid {
+    /// [`Ctx::sid`], finding the value at `loc`, when the location is new, with `value`
+    /// (`None`: nothing there).
+    fn sid_with(&mut self, loc: &Loc, value: impl FnOnce(&Self) -> Option<&'o Value>) -> Sid {
         if let Some(&s) = self.sid_of.get(loc) {
             return s;
         }
         let s = self.locs.len() as Sid;
+        let value = value(self).unwrap_or(&TRUE);
         self.locs.push(loc.clone());
-        let value = value.unwrap_or_else(|| self.res.value(loc));
-        self.values.push(value.unwrap_or(&TRUE));
+        self.values.push(value);
         self.drafts.push(self.res.info(loc).1);
         self.sid_of.insert(loc.clone(), s);
         s
@@ -463,16 +463,9 @@ impl<'o> Ctx<'o> {
             push_token(&mut p, t);
         }
         // The value from the parent's (a JSON pointer walk from the root is as deep as the
-        // pointer); canonical array indexes only, as the pointer's lookup.
-        let mut value = Some(self.schema(sid));
-        for t in path {
-            value = value.and_then(|v| match v {
-                Value::Object(m) => m.get(*t),
-                Value::Array(a) if t == &"0" || !t.starts_with(['0', '+']) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
-                _ => None,
-            });
-        }
-        let c = self.sid_with(&(doc, p), Some(value));
+        // pointer).
+        let value = |c: &Self| path.iter().try_fold(c.schema(sid), |v, t| crate::resolve::child_value(v, t));
+        let c = self.sid_with(&(doc, p), value);
         self.children.insert(key, c);
         c
     }
@@ -1236,8 +1229,6 @@ impl<'o> Ctx<'o> {
     /// `jsonschema` validator of the member's location.
     fn value_satisfies(&mut self, v: &Value, members: &[Sid]) -> Result<bool, SchemaError> {
         for &m in members {
-            // Borrowed, not `self.schema(m)`: that clones the schema, enum included, once per
-            // enum value (quadratic: 20,000 values took 30 s).
             let Value::Object(map) = self.schema(m) else { continue };
             let annotation = |k: &str| {
                 matches!(k, "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")

@@ -85,18 +85,24 @@ pub(crate) fn lookup<'a>(doc: &'a Value, pointer: &str) -> Option<&'a Value> {
     for token in pointer.strip_prefix('/')?.split('/') {
         let token: std::borrow::Cow<str> =
             if token.contains('~') { token.replace("~1", "/").replace("~0", "~").into() } else { token.into() };
-        v = match v {
-            Value::Object(m) => m.get(token.as_ref())?,
-            Value::Array(a) => {
-                if token.len() > 1 && token.starts_with('0') || token.starts_with('+') {
-                    return None;
-                }
-                a.get(token.parse::<usize>().ok()?)?
-            }
-            _ => return None,
-        };
+        v = child_value(v, &token)?;
     }
     Some(v)
+}
+
+/// The value one (unescaped) pointer token below `v`: a member of an object, or an item
+/// of an array by a canonical index (no leading zero or sign).
+pub(crate) fn child_value<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
+    match v {
+        Value::Object(m) => m.get(token),
+        Value::Array(a) => {
+            if token.len() > 1 && token.starts_with('0') || token.starts_with('+') {
+                return None;
+            }
+            a.get(token.parse::<usize>().ok()?)
+        }
+        _ => None,
+    }
 }
 
 fn percent_decode(s: &str) -> String {

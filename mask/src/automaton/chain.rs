@@ -117,9 +117,9 @@ mod tests {
         let g = stencil_grammar::parse_gbnf(gbnf).unwrap();
         let n = g.rules.len();
         let (limits, regexes) = (Limits::default(), Regexes::default());
-        let (inline, representative) = (vec![false; n], (0..n as u32).collect::<Vec<_>>());
+        let (inline, fused, representative) = (vec![false; n], vec![false; n], (0..n as u32).collect::<Vec<_>>());
         let mut no_tokens = |_: &stencil_grammar::TokenRef, _: &str| -> Result<u32, CompileError> { unreachable!() };
-        let mut b = NfaBuilder::new(&g, &limits, &inline, &representative, &inline, &regexes, &mut no_tokens);
+        let mut b = NfaBuilder::new(&g, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens);
         let chain = b.counted_rule(g.root).unwrap().as_ref().and_then(chain_dfa);
         let nfa = b.build_rule(g.root).unwrap();
         let mut dfa = determinize(nfa, byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap();

@@ -932,7 +932,7 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
                 },
                 regexes,
             );
-            inline[r] = r != grammar.root.0 as usize && !grammar.rules[r].no_inline && own <= INLINE_MAX_SIZE;
+            inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
             size[r] = Some(own);
         }
     }
@@ -1436,28 +1436,25 @@ fn determinize(
         let mut target = |set: &mut Vec<u32>, closed: &mut StateSets| -> u32 {
             set.sort_unstable();
             set.dedup();
-            // One NFA state (most moves): found by index, not by hash.
-            if let [one] = set[..] {
-                let known = single[one as usize];
-                if known != DEAD {
-                    set.clear();
-                    return known;
+            // Where the set's DFA state is kept: one NFA state (most moves) by its index,
+            // others by interning the set.
+            let known = match set[..] {
+                [one] => &mut single[one as usize],
+                _ => {
+                    let (d, new) = direct.intern(set);
+                    if new {
+                        direct_state.push(DEAD);
+                    }
+                    &mut direct_state[d as usize]
                 }
+            };
+            if *known == DEAD {
                 stamp += 1;
                 close(set, seen, stamp);
-                let t = closed.intern(set).0;
-                single[one as usize] = t;
-                set.clear();
-                return t;
-            }
-            let (d, new) = direct.intern(set);
-            if new {
-                stamp += 1;
-                close(set, seen, stamp);
-                direct_state.push(closed.intern(set).0);
+                *known = closed.intern(set).0;
             }
             set.clear();
-            direct_state[d as usize]
+            *known
         };
         let row = dfa.trans.len();
         dfa.trans.resize(row + n_classes, DEAD);

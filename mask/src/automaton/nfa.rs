@@ -269,7 +269,7 @@ impl<'a> NfaBuilder<'a> {
                     Ok(exit)
                 } else {
                     let end = self.new_state()?;
-                    self.edge(start, Edge::Call { rule: self.representative[id.0 as usize], to: end });
+                    self.edge(start, Edge::Call { rule: callee, to: end });
                     Ok(end)
                 }
             }
