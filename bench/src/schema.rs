@@ -718,6 +718,11 @@ pub fn run(a: &SchemaArgs, vocabs: &[String]) -> SchemaResults {
                 runs.push(run);
             }
             let [s, l]: [Run; 2] = runs.try_into().unwrap_or_else(|_| unreachable!());
+            if std::env::var_os("STENCIL_BENCH_COMPILE_TIMES").is_some() {
+                // Per-schema compile CPU ms (Stencil, llguidance) on stderr, to find the tail.
+                let t = |r: &Run| r.compiled().map_or(f64::NAN, |o| o.compile[0] as f64 / 1e6);
+                eprintln!("compile-ms {v} {}/{} {:.3} {:.3}", c.subset, c.file, t(&s), t(&l));
+            }
             r.cases.push(CaseResult { subset: c.subset.clone(), file: c.file.clone(), runs: [s, l] });
         }
         drop(worker);

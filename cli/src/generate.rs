@@ -217,7 +217,7 @@ pub(crate) fn load_model(path: &Path, quiet: bool) -> Result<Model, CliError> {
 /// A grammar whose text is the whole match of `pattern` (regex-syntax dialect).
 fn compile_regex(pattern: &str, model: &Model) -> Result<Arc<CompiledGrammar>, CliError> {
     let mut grammar = Grammar::new();
-    grammar.add_rule("root", Expr::Regex(pattern.to_string()));
+    grammar.add_rule("root", Expr::Regex(pattern.into()));
     CompiledGrammar::new(&grammar, model.vocab().clone())
         .map_err(|e| CliError::Usage(format!("--regex {pattern:?} cannot be compiled: {e}")))
 }

@@ -448,7 +448,7 @@ pub fn expr_to_json(e: &Expr) -> Value {
         },
         Expr::Class(c) => json!({"class": c.ranges, "negated": c.negated}),
         Expr::AnyChar => json!("any"),
-        Expr::Regex(p) => json!({"regex": p}),
+        Expr::Regex(p) => json!({"regex": p.as_str()}),
         Expr::Rule(r) => json!({"rule": r.0}),
         Expr::Token(t) => match &t.token {
             TokenName::Id(id) => json!({"token_id": id, "negated": t.negated}),
@@ -480,7 +480,7 @@ pub fn expr_from_json(v: &Value) -> Expr {
         let ranges = c.as_array().expect("ranges").iter().map(|r| (num(&r[0]), num(&r[1]))).collect();
         Expr::Class(CharClass { ranges, negated: o["negated"].as_bool().unwrap_or(false) })
     } else if let Some(p) = o.get("regex") {
-        Expr::Regex(p.as_str().expect("a pattern").to_string())
+        Expr::Regex(p.as_str().expect("a pattern").into())
     } else if let Some(r) = o.get("rule") {
         Expr::Rule(RuleId(num(r)))
     } else if let Some(id) = o.get("token_id") {

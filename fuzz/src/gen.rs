@@ -364,7 +364,7 @@ impl GExpr {
                 Expr::Class(CharClass::new([(lo as u32, hi as u32)]))
             }
             GExpr::Any => Expr::AnyChar,
-            GExpr::Regex(i) => Expr::Regex(REGEXES[*i as usize % REGEXES.len()].to_string()),
+            GExpr::Regex(i) => Expr::Regex(REGEXES[*i as usize % REGEXES.len()].into()),
             GExpr::Rule(i) => Expr::Rule(RuleId((*i as usize % n_rules) as u32)),
             GExpr::Seq(v) => Expr::Seq(v.iter().take(4).map(|e| e.expr(n_rules, depth + 1)).collect()),
             GExpr::Alt(v) => Expr::Alt(v.iter().take(4).map(|e| e.expr(n_rules, depth + 1)).collect()),

@@ -71,8 +71,8 @@ pub enum Expr {
     Class(CharClass),
     /// `.`: any one code point.
     AnyChar,
-    /// A regular expression in `regex-syntax` syntax, anchored at both ends, over UTF-8 text.
-    Regex(String),
+    /// A regular expression (see [`Regex`]).
+    Regex(Regex),
     /// A reference to another rule.
     Rule(RuleId),
     /// One whole vocabulary token.
@@ -85,6 +85,93 @@ pub enum Expr {
         min: u32,
         max: Option<u32>,
     },
+}
+
+/// A regular-expression terminal: its text in `regex-syntax` syntax, anchored at both ends,
+/// over UTF-8 text, and, when it was built from a syntax tree, that tree, so that the
+/// engine need not parse the text again (a JSON Schema `format` is a few kilobytes of
+/// regex, used in many places). Equality, hashing and printing go by the text.
+///
+/// ```
+/// use stencil_grammar::Regex;
+/// let typed = Regex::new("a[0-9]+");
+/// let built = Regex::from_hir(regex_syntax::parse("a[0-9]+").unwrap());
+/// assert_eq!(typed.as_str(), "a[0-9]+");
+/// assert!(typed.hir().is_none() && built.hir().is_some());
+/// assert_eq!(&*built, built.hir().unwrap().to_string());
+/// ```
+#[derive(Clone)]
+pub struct Regex {
+    text: std::sync::Arc<str>,
+    hir: Option<std::sync::Arc<regex_syntax::hir::Hir>>,
+}
+
+impl Regex {
+    /// A regex from its text (parsed when the engine builds it).
+    pub fn new(text: impl Into<std::sync::Arc<str>>) -> Regex {
+        Regex { text: text.into(), hir: None }
+    }
+
+    /// A regex from its syntax tree, which must be one `regex-syntax` reads in UTF-8 mode
+    /// (the text is the tree printed).
+    pub fn from_hir(hir: impl Into<std::sync::Arc<regex_syntax::hir::Hir>>) -> Regex {
+        let hir = hir.into();
+        Regex { text: hir.to_string().into(), hir: Some(hir) }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The syntax tree it was built from, if any.
+    pub fn hir(&self) -> Option<&std::sync::Arc<regex_syntax::hir::Hir>> {
+        self.hir.as_ref()
+    }
+}
+
+impl std::ops::Deref for Regex {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for Regex {
+    fn eq(&self, other: &Regex) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Regex {}
+
+impl std::hash::Hash for Regex {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state)
+    }
+}
+
+impl std::fmt::Debug for Regex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.text.fmt(f)
+    }
+}
+
+impl std::fmt::Display for Regex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<&str> for Regex {
+    fn from(text: &str) -> Regex {
+        Regex::new(text)
+    }
+}
+
+impl From<String> for Regex {
+    fn from(text: String) -> Regex {
+        Regex::new(text)
+    }
 }
 
 /// The largest Unicode scalar value.

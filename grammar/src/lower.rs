@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn lowered_regexes_accept_the_same_strings() {
         for (i, pattern) in PATTERNS.iter().enumerate() {
-            let original = grammar_of(Expr::Regex(pattern.to_string()));
+            let original = grammar_of(Expr::Regex((*pattern).into()));
             let lowered = lower_regexes(&original).unwrap_or_else(|e| panic!("{pattern:?}: {e}"));
             let r_orig = Recognizer::new(&original).unwrap();
             let r_low = Recognizer::new(&lowered).unwrap();
@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn lowered_grammars_print_as_gbnf_and_parse_back() {
         for pattern in PATTERNS {
-            let lowered = lower_regexes(&grammar_of(Expr::Regex(pattern.to_string()))).unwrap();
+            let lowered = lower_regexes(&grammar_of(Expr::Regex((*pattern).into()))).unwrap();
             let text = to_gbnf(&lowered).unwrap_or_else(|e| panic!("{pattern:?}: {e}"));
             let back = parse_gbnf(&text).unwrap_or_else(|e| panic!("{pattern:?}: {text}\n{e}"));
             let (r1, r2) = (Recognizer::new(&lowered).unwrap(), Recognizer::new(&back).unwrap());

@@ -259,7 +259,7 @@ impl Gen<'_> {
                 }
                 10 => return Expr::Empty,
                 11 if self.cfg.allow_any_char => return Expr::AnyChar,
-                12 | 13 if self.cfg.allow_regex => return Expr::Regex(self.regex()),
+                12 | 13 if self.cfg.allow_regex => return Expr::Regex(self.regex().into()),
                 _ => {}
             }
         }

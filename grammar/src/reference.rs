@@ -215,7 +215,7 @@ impl<'g> Recognizer<'g> {
             Expr::Regex(pattern) => {
                 let re = RegexTerminal::new(pattern).map_err(|message| ReferenceError::Regex {
                     rule: rule.to_string(),
-                    pattern: pattern.clone(),
+                    pattern: pattern.to_string(),
                     message,
                 })?;
                 self.regexes.push(re);

@@ -622,10 +622,11 @@ impl Enumerator<'_> {
             Expr::Class(c) => self.chars(c),
             Expr::AnyChar => self.chars(&CharClass::new([(0, 0x10FFFF)])),
             Expr::Regex(p) => {
+                let p = p.as_str();
                 if !self.regex_cache.contains_key(p) {
                     let re = regex_automata::meta::Regex::new(&format!("^(?:{p})$")).unwrap();
                     let l = self.strings.iter().filter(|s| re.is_match(s.as_slice())).cloned().collect();
-                    self.regex_cache.insert(p.clone(), l);
+                    self.regex_cache.insert(p.to_string(), l);
                 }
                 self.regex_cache[p].clone()
             }

@@ -258,7 +258,7 @@ fn long_repetitions_compile_small_and_exact() {
     let ch = r#"(?:[^"\\\x00-\x1f]|\\[nt"\\]|\\u00[01][0-9a-f])"#;
     for (min, max) in [(0u32, 20_000u32), (340, 20_000), (10_000, 19_999), (19_321, 19_322), (15_000, 15_000)] {
         let mut g = parse_gbnf("root ::= \"\\\"\" body \"\\\"\"\nbody ::= \"x\"\n").unwrap();
-        g.rules[1].body = stencil_grammar::Expr::Regex(format!("{ch}{{{min},{max}}}"));
+        g.rules[1].body = stencil_grammar::Expr::Regex(format!("{ch}{{{min},{max}}}").into());
         let c = CompiledGrammar::new(&g, test_vocab()).unwrap();
         assert!(c.stats().states < 20_000, "{min},{max}: {:?}", c.stats());
         let k = (max as f64).sqrt().ceil() as u32;

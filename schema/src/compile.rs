@@ -1130,7 +1130,7 @@ impl<'o> Ctx<'o> {
                 "format" => {
                     if let Some(f) = v.as_str() {
                         if self.opts.assert_formats {
-                            if crate::formats::format_regex(f).is_some() {
+                            if crate::formats::format_hir(f).is_some() {
                                 node.str.formats.push((f.to_string(), ptr.clone()));
                             } else if !matches!(f, "regex" | "iri" | "iri-reference" | "idn-hostname" | "idn-email" | "uri-template" | "unknown") {
                                 // Unknown formats are annotations.
@@ -1538,16 +1538,14 @@ impl<'o> Ctx<'o> {
         let s = &node.str;
         let mut exact = true;
         // Character-level languages to intersect.
-        let mut parts: Vec<(Hir, String, String)> = Vec::new(); // (hir, keyword, pointer)
+        let mut patterns = Vec::new();
         for (p, pp) in &s.patterns {
-            let hir = self.pattern_hir(p, |_| pp.clone())?;
-            parts.push((Hir::clone(&hir), "pattern".into(), pp.clone()));
+            patterns.push(self.pattern_hir(p, |_| pp.clone())?);
         }
-        for (f, fp) in &s.formats {
-            let re = crate::formats::format_regex(f).unwrap();
-            let hir = regex_syntax::ParserBuilder::new().build().parse(&re).expect("format regexes parse");
-            parts.push((hir, "format".into(), fp.clone()));
-        }
+        let formats: Vec<_> = s.formats.iter().map(|(f, _)| crate::formats::format_hir(f).expect("known")).collect();
+        let mut parts: Vec<(&Hir, &str, &String)> = Vec::new(); // (hir, keyword, pointer)
+        parts.extend(patterns.iter().zip(&s.patterns).map(|(h, (_, pp))| (&**h, "pattern", pp)));
+        parts.extend(formats.iter().zip(&s.formats).map(|(h, (_, fp))| (&**h, "format", fp)));
         let has_len = s.min_len > 0 || s.max_len.is_some();
         let content: Hir = if parts.is_empty() {
             if !excluded.is_empty() {
@@ -1568,10 +1566,10 @@ impl<'o> Ctx<'o> {
                 exact = false;
             }
             let (first, _, _) = parts.remove(0);
-            let mut h = first;
+            let mut h = std::borrow::Cow::Borrowed(first);
             if has_len {
                 match with_length(&h, s.min_len, s.max_len) {
-                    Some(x) => h = x,
+                    Some(x) => h = std::borrow::Cow::Owned(x),
                     None => {
                         let kw = if s.max_len.is_some() { "maxLength" } else { "minLength" };
                         self.unenforced(kw, ptr, "a length bound combined with a pattern or format of this shape")?;
@@ -1580,12 +1578,12 @@ impl<'o> Ctx<'o> {
                 }
             }
             for (_, kw, p) in parts {
-                self.unenforced(&kw, &p, "a second pattern/format on the same string")?;
+                self.unenforced(kw, p, "a second pattern/format on the same string")?;
                 exact = false;
             }
             escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.to_string(), pattern: String::new(), reason: e })?
         };
-        let contents = hir_expr(&content);
+        let contents = hir_expr(content);
         Ok(if exact { Contents::Exact(contents) } else { Contents::Loosened(contents) })
     }
 
@@ -1615,7 +1613,7 @@ impl<'o> Ctx<'o> {
         if let Some(id) = self.any_string {
             return Expr::Rule(id);
         }
-        let body = seq(vec![lit("\""), hir_expr(&length_hir(0, None)), lit("\"")]);
+        let body = seq(vec![lit("\""), hir_expr(length_hir(0, None)), lit("\"")]);
         let id = self.add_rule("string", body);
         self.any_string = Some(id);
         Expr::Rule(id)
@@ -2474,7 +2472,7 @@ impl<'o> Ctx<'o> {
             return Ok(keys.clone());
         }
         let escaped = |c: &Self, rest: &Hir| match escape_hir(rest) {
-            Ok(e) => Ok(seq(vec![lit("\""), hir_expr(&e), lit("\"")])),
+            Ok(e) => Ok(seq(vec![lit("\""), hir_expr(e), lit("\"")])),
             Err(reason) => Err(SchemaError::BadPattern { pointer: c.ptr(sid), pattern: String::new(), reason }),
         };
         let keys = if hit.is_empty() {
@@ -2847,7 +2845,7 @@ fn lcm(a: u128, b: u128) -> u128 {
 /// to the engine). A big one stays a regex terminal: the IR is cloned, hashed and walked
 /// wherever the expression goes, a pattern's text is one string (and parsed once per
 /// compile). One with an assertion too, for the engine to refuse.
-pub(crate) fn hir_expr(h: &Hir) -> Expr {
+pub(crate) fn hir_expr(h: Hir) -> Expr {
     /// Syntax tree nodes up to which a regex becomes IR.
     const MAX_NODES: usize = 48;
     fn nodes(h: &Hir, budget: &mut usize) {
@@ -2863,15 +2861,19 @@ pub(crate) fn hir_expr(h: &Hir) -> Expr {
         }
     }
     let mut budget = MAX_NODES + 1;
-    nodes(h, &mut budget);
-    (budget > 0).then(|| Expr::from_hir(h)).flatten().unwrap_or_else(|| Expr::Regex(h.to_string()))
+    nodes(&h, &mut budget);
+    // Bigger ones stay one regex terminal, which carries its tree to the engine.
+    match (budget > 0).then(|| Expr::from_hir(&h)).flatten() {
+        Some(e) => e,
+        None => Expr::Regex(stencil_grammar::Regex::from_hir(h)),
+    }
 }
 
 fn regex_expr(r: String) -> Option<Expr> {
     if r == "[a&&b]" {
         None
     } else {
-        Some(Expr::Regex(r))
+        Some(Expr::Regex(r.into()))
     }
 }
 

@@ -1,6 +1,10 @@
 //! `format` values as regular expressions over the decoded string (`regex-syntax` syntax,
 //! full match).
 
+use regex_syntax::hir::Hir;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 const DATE: &str = r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)";
 // Leap seconds (`:60`) are refused: they are valid only at 23:59 UTC.
 const TIME: &str = r"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))";
@@ -102,12 +106,31 @@ pub fn format_regex(format: &str) -> Option<String> {
     })
 }
 
+/// [`format_regex`]'s syntax tree, or None for an unknown format. Parsed once per process:
+/// the regexes are constants (a `uri` is 2 KB of regex), and schemas name a format in many
+/// places.
+pub(crate) fn format_hir(format: &str) -> Option<Arc<Hir>> {
+    static PARSED: LazyLock<Mutex<HashMap<String, Arc<Hir>>>> = LazyLock::new(Default::default);
+    let parsed = || PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hir) = parsed().get(format) {
+        return Some(hir.clone());
+    }
+    let re = format_regex(format)?;
+    let hir = Arc::new(regex_syntax::ParserBuilder::new().build().parse(&re).expect("format regexes parse"));
+    Some(parsed().entry(format.to_string()).or_insert(hir).clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(format: &str, good: &[&str], bad: &[&str]) {
         let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", format_regex(format).unwrap())).unwrap();
+        // The remembered tree is the regex's, the second time too.
+        for _ in 0..2 {
+            let parsed = regex_syntax::parse(&format_regex(format).unwrap()).unwrap();
+            assert_eq!(format_hir(format).unwrap().to_string(), parsed.to_string());
+        }
         for g in good {
             assert!(re.is_match(g), "{format}: {g} should match");
         }

@@ -24,7 +24,7 @@ static NOT_PLAIN: LazyLock<Expr> = LazyLock::new(|| {
 });
 
 /// Any string contents.
-static ANY: LazyLock<Expr> = LazyLock::new(|| hir_expr(&length_hir(0, None)));
+static ANY: LazyLock<Expr> = LazyLock::new(|| hir_expr(length_hir(0, None)));
 
 /// The ends of every "any string but these", as calls of two rules the grammar shares
 /// (see [`StringRests::bodies`]). Written in place, every such string would hold its own
@@ -115,7 +115,7 @@ fn node(words: &[Vec<char>], depth: usize, other: Option<&Expr>, any: &Expr) -> 
     for (c, sub) in children(words, depth) {
         ways.push(Expr::Seq(vec![Expr::Literal(c.into_bytes()), node(sub, depth + 1, other, any)]));
     }
-    alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string()))
+    alt(ways).unwrap_or_else(|| Expr::Regex(Hir::fail().to_string().into()))
 }
 
 /// One [`PLAIN`] character but `these` (themselves plain), as a class; `None` when none is
@@ -142,7 +142,7 @@ fn json_char_class(class: &ClassUnicode) -> Expr {
     if class.ranges().iter().all(plain) {
         Expr::Class(CharClass::new(class.ranges().iter().map(|r| (r.start() as u32, r.end() as u32))))
     } else {
-        hir_expr(&class_hir(class))
+        hir_expr(class_hir(class))
     }
 }
 

@@ -386,14 +386,14 @@ impl Automaton {
         }
         // Splitting keeps every rule and its name, and follows no reference: the calls are
         // listed (and checked) once, after it.
-        let split = split::split_long_repetitions(grammar, limits);
+        let regexes = Regexes::default();
+        let split = split::split_long_repetitions(grammar, limits, &regexes);
         let grammar = split.as_ref().unwrap_or(grammar);
         phase("split", String::new());
         let calls = checked_callees(grammar)?;
         let callees = &calls.callees;
         phase("callees", String::new());
         let n_rules = grammar.rules.len();
-        let regexes = Regexes::default();
         let inline = choose_inlined(grammar, callees, &regexes);
         phase("inline", String::new());
         let representative = representatives(grammar, &inline, callees);
@@ -463,6 +463,7 @@ impl Automaton {
         let mut nfa_states = 0;
         let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &fused, &regexes, &mut resolve);
         for r in 0..=n_rules {
+            let rule_started = std::time::Instant::now();
             let b = if r == n_rules {
                 Built::Nfa(&start_nfa)
             } else if inline[r] || representative[r] != r as u32 || fused[r] {
@@ -508,9 +509,10 @@ impl Automaton {
                     if worth_minimizing(nfa, before) {
                         dfa.minimize(&mut min_scratch);
                     }
-                    if trace && before > 2000 {
+                    let took = rule_started.elapsed().as_secs_f64() * 1e3;
+                    if trace && (before > 2000 || took > 0.2) {
                         eprintln!(
-                            "    rule {} nfa {} dfa {before} min {}",
+                            "    rule {} nfa {} dfa {before} min {} ({took:.2} ms)",
                             a.rule_names[r],
                             nfa.n_states(),
                             dfa.n_states()
@@ -859,7 +861,7 @@ fn expr_size(e: &Expr, rule_size: &dyn Fn(u32) -> usize, regexes: &Regexes) -> u
 /// [`expr_size`] of a regex terminal, measured on its syntax tree: a regex is no cheaper
 /// to expand than the same expression written in the IR (`[a-z]{0,1000}` must not be
 /// inlined into every caller). A pattern that does not parse counts as big (it fails later).
-fn regex_size(pattern: &str, regexes: &Regexes) -> usize {
+fn regex_size(pattern: &stencil_grammar::Regex, regexes: &Regexes) -> usize {
     use regex_syntax::hir::{Hir, HirKind};
     fn size(h: &Hir) -> usize {
         match h.kind() {

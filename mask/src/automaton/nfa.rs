@@ -5,7 +5,8 @@ use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
-use stencil_grammar::{Expr, Grammar, RuleId, MAX_CODE_POINT};
+use std::sync::Arc;
+use stencil_grammar::{Expr, Grammar, Regex, RuleId, MAX_CODE_POINT};
 
 /// An edge of the ε-NFA.
 #[derive(Clone, Copy, Debug)]
@@ -94,7 +95,7 @@ pub(crate) struct NfaBuilder<'a> {
     pub total_states: usize,
     rule_name: String,
     /// The regex terminal being built, for its errors.
-    pattern: String,
+    pattern: Regex,
     nfa: Parts,
     /// The last rule's NFA (its buffers are reused for the next).
     built: Nfa,
@@ -126,7 +127,7 @@ impl<'a> NfaBuilder<'a> {
             token_terminal,
             total_states: 0,
             rule_name: String::new(),
-            pattern: String::new(),
+            pattern: Regex::new(""),
             nfa: Parts::default(),
             built: Nfa::default(),
         }
@@ -546,7 +547,7 @@ impl<'a> NfaBuilder<'a> {
             }
             HirKind::Look(look) => Err(CompileError::UnsupportedRegex {
                 rule: self.rule_name.clone(),
-                pattern: self.pattern.clone(),
+                pattern: self.pattern.to_string(),
                 feature: format!("the assertion {look:?}"),
             }),
             HirKind::Capture(c) => self.build_hir(&c.sub, start, depth + 1),
@@ -613,14 +614,14 @@ impl<'a> NfaBuilder<'a> {
     }
 
     /// A regex terminal: parsed by regex-syntax (UTF-8, Unicode), then built like the IR.
-    fn regex(&mut self, pattern: &str, start: u32, depth: usize) -> Result<u32, CompileError> {
+    fn regex(&mut self, pattern: &Regex, start: u32, depth: usize) -> Result<u32, CompileError> {
         self.regex_met = true;
         let hir = self.regexes.parse(pattern).map_err(|message| CompileError::BadRegex {
             rule: self.rule_name.clone(),
             pattern: pattern.to_string(),
             message,
         })?;
-        let saved = std::mem::replace(&mut self.pattern, pattern.to_string());
+        let saved = std::mem::replace(&mut self.pattern, pattern.clone());
         let r = self.build_hir(&hir, start, depth + 1);
         self.pattern = saved;
         r
@@ -642,15 +643,19 @@ pub(crate) fn parse_regex(pattern: &str) -> Result<Hir, String> {
 /// Regexes parsed once per compile: generated grammars (JSON Schema) repeat a few patterns,
 /// such as a JSON string's, in hundreds of places.
 #[derive(Default)]
-pub(crate) struct Regexes(std::cell::RefCell<rustc_hash::FxHashMap<String, Result<std::rc::Rc<Hir>, String>>>);
+pub(crate) struct Regexes(std::cell::RefCell<rustc_hash::FxHashMap<String, Result<Arc<Hir>, String>>>);
 
 impl Regexes {
-    /// [`parse_regex`], remembered.
-    pub fn parse(&self, pattern: &str) -> Result<std::rc::Rc<Hir>, String> {
-        if let Some(parsed) = self.0.borrow().get(pattern) {
+    /// The regex's syntax tree: the one it was built from, or [`parse_regex`] of its text,
+    /// remembered.
+    pub fn parse(&self, pattern: &Regex) -> Result<Arc<Hir>, String> {
+        if let Some(hir) = pattern.hir() {
+            return Ok(hir.clone());
+        }
+        if let Some(parsed) = self.0.borrow().get(pattern.as_str()) {
             return parsed.clone();
         }
-        let parsed = parse_regex(pattern).map(std::rc::Rc::new);
+        let parsed = parse_regex(pattern).map(Arc::new);
         self.0.borrow_mut().insert(pattern.to_string(), parsed.clone());
         parsed
     }

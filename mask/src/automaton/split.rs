@@ -16,10 +16,12 @@
 //! a repetition are translated to the IR first. Counts above `max_repetition` are left
 //! alone, to fail as before. Long regex terminals are made shared rules too.
 
+use super::nfa::Regexes;
 use crate::limits::Limits;
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
-use stencil_grammar::{Expr, Grammar, RuleId};
+use std::sync::Arc;
+use stencil_grammar::{Expr, Grammar, Regex, RuleId};
 
 /// Repetitions with at most this many expanded states (count × body weight) stay as they
 /// are. Splitting costs mask time: a token that crosses the end of a `Y` depends on its
@@ -34,14 +36,15 @@ const SPLIT_MIN_WEIGHT: u64 = 20_000;
 const SPLIT_MIN_COUNT: u32 = 64;
 
 /// The grammar with its long repetitions split, or `None` when it has none.
-pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits) -> Option<Grammar> {
-    if !grammar.rules.iter().any(|r| needs(&r.body, limits)) {
+/// Regex terminals are parsed through `regexes`, the compile's cache.
+pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits, regexes: &Regexes) -> Option<Grammar> {
+    if !grammar.rules.iter().any(|r| needs(&r.body, limits, regexes)) {
         return None;
     }
     let mut g = grammar.clone();
-    let mut s = Splitter { limits, shared: HashMap::new(), new_rules: Vec::new() };
+    let mut s = Splitter { limits, regexes, shared: HashMap::new(), new_rules: Vec::new() };
     for i in 0..g.rules.len() {
-        if needs(&g.rules[i].body, limits) {
+        if needs(&g.rules[i].body, limits, regexes) {
             let name = g.rules[i].name.clone();
             let body = std::mem::replace(&mut g.rules[i].body, Expr::Empty);
             g.rules[i].body = s.rewrite(body, &name, &mut g);
@@ -51,11 +54,13 @@ pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits) -> Opti
 }
 
 /// Whether `e` has a repetition to split (regex terminals included).
-fn needs(e: &Expr, limits: &Limits) -> bool {
+fn needs(e: &Expr, limits: &Limits, regexes: &Regexes) -> bool {
     match e {
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(|x| needs(x, limits)),
-        Expr::Repeat { expr, min, max } => splittable(expr, *min, *max, limits) || needs(expr, limits),
-        Expr::Regex(p) => p.len() > HOIST_REGEX_LEN || regex_needs(p, limits),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(|x| needs(x, limits, regexes)),
+        Expr::Repeat { expr, min, max } => {
+            splittable(expr, *min, *max, limits, regexes) || needs(expr, limits, regexes)
+        }
+        Expr::Regex(p) => p.len() > HOIST_REGEX_LEN || regex_needs(p, limits, regexes).is_some(),
         _ => false,
     }
 }
@@ -80,9 +85,10 @@ fn hir_needs(h: &Hir, limits: &Limits) -> bool {
     }
 }
 
-/// Whether regex terminal `p` has a repetition to split; parsed only when its text has a
-/// count of at least [`SPLIT_MIN_COUNT`] (parsing every regex of a big schema is slow).
-fn regex_needs(p: &str, limits: &Limits) -> bool {
+/// Regex terminal `p`, parsed, when it has a repetition to split; parsed only when its
+/// text has a count of at least [`SPLIT_MIN_COUNT`] (parsing every regex of a big schema
+/// is slow).
+fn regex_needs(p: &Regex, limits: &Limits, regexes: &Regexes) -> Option<Arc<Hir>> {
     let b = p.as_bytes();
     let has_count = (0..b.len()).any(|i| {
         b[i] == b'{' && {
@@ -91,46 +97,51 @@ fn regex_needs(p: &str, limits: &Limits) -> bool {
             digits.split(',').any(|d| d.parse::<u64>().is_ok_and(|n| n >= SPLIT_MIN_COUNT as u64))
         }
     });
-    has_count && regex_hir(p).is_some_and(|h| hir_needs(&h, limits))
+    if !has_count {
+        return None;
+    }
+    regex_hir(p, regexes).filter(|h| hir_needs(h, limits))
 }
 
 /// A regex terminal that can be translated (parses, no assertions).
-fn regex_hir(p: &str) -> Option<Hir> {
-    let h = super::nfa::parse_regex(p).ok()?;
+fn regex_hir(p: &Regex, regexes: &Regexes) -> Option<Arc<Hir>> {
+    let h = regexes.parse(p).ok()?;
     h.properties().look_set().is_empty().then_some(h)
 }
 
-fn splittable(x: &Expr, min: u32, max: Option<u32>, limits: &Limits) -> bool {
+fn splittable(x: &Expr, min: u32, max: Option<u32>, limits: &Limits, regexes: &Regexes) -> bool {
     let count = max.unwrap_or(min);
     count >= SPLIT_MIN_COUNT
         && count <= limits.max_repetition
-        && min_len(x).is_some_and(|n| n > 0)
-        && (count as u64).saturating_mul(weight(x)) > SPLIT_MIN_WEIGHT
+        && min_len(x, regexes).is_some_and(|n| n > 0)
+        && (count as u64).saturating_mul(weight(x, regexes)) > SPLIT_MIN_WEIGHT
 }
 
 /// The shortest match of a plain-text expression; `None` when it calls rules or tokens
 /// (or has a regex that is not translatable).
-fn min_len(e: &Expr) -> Option<u64> {
+fn min_len(e: &Expr, regexes: &Regexes) -> Option<u64> {
     Some(match e {
         Expr::Empty => 0,
         Expr::Literal(b) => b.len() as u64,
         Expr::Class(_) | Expr::AnyChar => 1,
-        Expr::Regex(p) => regex_hir(p)?.properties().minimum_len()? as u64,
+        Expr::Regex(p) => regex_hir(p, regexes)?.properties().minimum_len()? as u64,
         Expr::Rule(_) | Expr::Token(_) => return None,
-        Expr::Seq(v) => v.iter().map(min_len).sum::<Option<u64>>()?,
-        Expr::Alt(v) => v.iter().map(min_len).collect::<Option<Vec<u64>>>()?.into_iter().min().unwrap_or(u64::MAX),
-        Expr::Repeat { expr, min, .. } => min_len(expr)?.saturating_mul(*min as u64),
+        Expr::Seq(v) => v.iter().map(|x| min_len(x, regexes)).sum::<Option<u64>>()?,
+        Expr::Alt(v) => {
+            v.iter().map(|x| min_len(x, regexes)).collect::<Option<Vec<u64>>>()?.into_iter().min().unwrap_or(u64::MAX)
+        }
+        Expr::Repeat { expr, min, .. } => min_len(expr, regexes)?.saturating_mul(*min as u64),
     })
 }
 
 /// A rough size of an expression's automaton.
-fn weight(e: &Expr) -> u64 {
+fn weight(e: &Expr, regexes: &Regexes) -> u64 {
     match e {
         Expr::Literal(b) => b.len() as u64,
         Expr::Class(_) | Expr::AnyChar | Expr::Rule(_) | Expr::Token(_) | Expr::Empty => 1,
-        Expr::Regex(p) => regex_hir(p).map_or(1, |h| hir_weight(&h)),
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(weight).fold(1, u64::saturating_add),
-        Expr::Repeat { expr, min, max } => weight(expr).saturating_mul(max.unwrap_or(*min).max(1) as u64),
+        Expr::Regex(p) => regex_hir(p, regexes).map_or(1, |h| hir_weight(&h)),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(|x| weight(x, regexes)).fold(1, u64::saturating_add),
+        Expr::Repeat { expr, min, max } => weight(expr, regexes).saturating_mul(max.unwrap_or(*min).max(1) as u64),
     }
 }
 
@@ -147,6 +158,7 @@ fn hir_weight(h: &Hir) -> u64 {
 
 struct Splitter<'a> {
     limits: &'a Limits,
+    regexes: &'a Regexes,
     /// `(body, min, max)` → the rule of `body{min,max}`, shared by all repetitions.
     shared: HashMap<(String, u32, u32), RuleId>,
     #[allow(dead_code)]
@@ -158,14 +170,14 @@ impl Splitter<'_> {
         match e {
             Expr::Seq(v) => Expr::Seq(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
             Expr::Alt(v) => Expr::Alt(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
-            Expr::Regex(p) => match regex_needs(&p, self.limits).then(|| regex_hir(&p)).flatten() {
+            Expr::Regex(p) => match regex_needs(&p, self.limits, self.regexes) {
                 Some(h) => self.rewrite(Expr::from_hir(&h).expect("no assertions"), name, g),
                 _ if p.len() > HOIST_REGEX_LEN => {
-                    let key = (p, u32::MAX, u32::MAX);
+                    let key = (p.to_string(), u32::MAX, u32::MAX);
                     if let Some(&id) = self.shared.get(&key) {
                         return Expr::Rule(id);
                     }
-                    let id = g.add_rule(name, Expr::Regex(key.0.clone()));
+                    let id = g.add_rule(name, Expr::Regex(p));
                     self.shared.insert(key, id);
                     Expr::Rule(id)
                 }
@@ -173,7 +185,7 @@ impl Splitter<'_> {
             },
             Expr::Repeat { expr, min, max } => {
                 let x = self.rewrite(*expr, name, g);
-                if splittable(&x, min, max, self.limits) {
+                if splittable(&x, min, max, self.limits, self.regexes) {
                     self.split(x, min, max, name, g)
                 } else {
                     Expr::Repeat { expr: Box::new(x), min, max }
