@@ -1389,11 +1389,10 @@ struct SubsetScratch {
     set: Vec<u32>,
     /// The DFA state each single NFA state leads to, once its closure is known.
     single: Vec<u32>,
-    /// A state's byte edges as class ranges `(first, last, NFA target)`, and as
-    /// `(class, target)` pairs where they overlap.
+    /// A state's byte edges as class ranges `(first, last, NFA target)`.
     ranges: Vec<(u8, u8, u32)>,
-    moves: Vec<(u8, u32)>,
-    /// `moves` grouped by class (a counting sort), and where each class's group starts.
+    /// Where ranges overlap, their `(class, target)` pairs grouped by class (a counting
+    /// sort), and where each class's group starts.
     by_class: Vec<(u8, u32)>,
     class_start: Vec<u32>,
     labelled: Vec<(bool, u32, u32)>,
@@ -1428,7 +1427,6 @@ fn determinize(
         single,
         set,
         ranges,
-        moves,
         by_class,
         class_start,
         labelled,
@@ -1526,22 +1524,26 @@ fn determinize(
         } else {
             // Per class, its targets in the order they were met (a counting sort: two
             // classes that move to the same states meet them in the same order).
-            moves.clear();
-            moves.extend(ranges.iter().flat_map(|&(lo, hi, to)| (lo..=hi).map(move |c| (c, to))));
             class_start.clear();
             class_start.resize(n_classes + 1, 0);
-            for &(c, _) in moves.iter() {
-                class_start[c as usize + 1] += 1;
+            let mut moves = 0;
+            for &(lo, hi, _) in ranges.iter() {
+                for c in lo..=hi {
+                    class_start[c as usize + 1] += 1;
+                }
+                moves += (hi - lo) as usize + 1;
             }
             for c in 0..n_classes {
                 class_start[c + 1] += class_start[c];
             }
             by_class.clear();
-            by_class.resize(moves.len(), (0, 0));
-            for &(c, t) in moves.iter() {
-                let slot = &mut class_start[c as usize];
-                by_class[*slot as usize] = (c, t);
-                *slot += 1;
+            by_class.resize(moves, (0, 0));
+            for &(lo, hi, t) in ranges.iter() {
+                for c in lo..=hi {
+                    let slot = &mut class_start[c as usize];
+                    by_class[*slot as usize] = (c, t);
+                    *slot += 1;
+                }
             }
             // Neighbouring classes mostly move to the same NFA states.
             let (mut previous, mut previous_target): (&[(u8, u32)], u32) = (&[], DEAD);
@@ -1676,11 +1678,13 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
     a.calls.retain(|(r, _)| productive[*r as usize]);
     // Predecessors in compressed rows, then a search backwards from the final states.
     let (mut pred_start, mut preds) = (Vec::new(), Vec::new());
-    let reversed_edges = || {
-        (0..n as u32)
-            .flat_map(|s| successors.of_state(s).chain(a.calls[s as usize].iter().map(|c| c.1)).map(move |t| (t, s)))
-    };
-    group_into_rows(n, reversed_edges, &mut pred_start, &mut preds);
+    // Listed once (walked twice below; a chain of iterators per state was slower).
+    let mut reversed = Vec::with_capacity(successors.targets.len() + a.calls.items.len());
+    for s in 0..n as u32 {
+        reversed.extend(successors.of_state(s).map(|t| (t, s)));
+        reversed.extend(a.calls[s as usize].iter().map(|&(_, t)| (t, s)));
+    }
+    group_into_rows(n, || reversed.iter().copied(), &mut pred_start, &mut preds);
     let mut live = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| a.is_final[s as usize]).collect();
     while let Some(s) = stack.pop() {
