@@ -244,7 +244,7 @@ static TRUE: Value = Value::Bool(true);
 /// One member of an object's conjunction, as the object's grammar sees it.
 struct MemberObj {
     sid: Sid,
-    props: std::collections::HashSet<String>,
+    props: rustc_hash::FxHashSet<String>,
     patterns: Vec<(String, Sid)>,
     additional: Option<Sid>,
     unevaluated: Option<Sid>,
@@ -730,6 +730,12 @@ impl<'o> Ctx<'o> {
                 return Err(SchemaError::InvalidKeyword { keyword: "schema".into(), pointer: p, reason: "a schema must be an object or a boolean".into() });
             }
         };
+        // Most subschemas have no applicator: one pass over the keys instead of a lookup
+        // (a SipHash of the key) per applicator.
+        const APPLICATORS: [&str; 7] = ["$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if"];
+        if !m.keys().any(|k| APPLICATORS.contains(&k.as_str())) {
+            return Ok(vec![b]);
+        }
         let draft = self.draft(sid);
         let mut branches = vec![b];
         let refs: [(&'static str, bool); 3] = [("$ref", false), ("$dynamicRef", true), ("$recursiveRef", true)];
@@ -1962,7 +1968,7 @@ impl<'o> Ctx<'o> {
         let mut order: Vec<String> = Vec::new();
         // `order`'s names, for membership tests (a linear scan is quadratic in a schema of
         // 100,000 properties).
-        let mut in_order: std::collections::HashSet<String> = Default::default();
+        let mut in_order: rustc_hash::FxHashSet<String> = Default::default();
         let mut required: BTreeSet<String> = BTreeSet::new();
         // `required` names in document order (the set above is for membership tests).
         let mut required_order: Vec<String> = Vec::new();
