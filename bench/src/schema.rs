@@ -1113,7 +1113,9 @@ pub fn section(o: &mut String, r: &SchemaResults) {
 - **Isolation**: each engine's work on a schema (compile and both replays) runs in a worker process with a
   {t} s limit per engine and schema and a {mem} GiB address-space limit; a schema over either counts as a
   timeout (crash) for that engine and the worker is restarted. The worker's per-vocabulary setup
-  (Stencil's token trie; llguidance's `TokEnv` + `ParserFactory`) is outside all timings.
+  (Stencil's token trie; llguidance's `TokEnv` + `ParserFactory`) is outside all timings. Schemas run one
+  after the other in the worker, as in a server: Stencil parses each known `format`'s regex (constants of
+  the library) once per process, so the first schema with a format pays for its parse, later ones do not.
 - llguidance is built as in the GBNF part, without its `referencing` feature: `$ref`s must be JSON pointers
   into the same document (`#/…`); {no_ref} sampled schema(s) failed in llguidance for that reason.
 - *Accepted* measures whether the instance is in each engine's output language, not whether it is valid:
