@@ -2849,8 +2849,9 @@ fn lcm(a: u128, b: u128) -> u128 {
 
 /// A regex syntax tree built here, as IR when small (no printing and parsing on its way
 /// to the engine). A big one stays a regex terminal: the IR is cloned, hashed and walked
-/// wherever the expression goes, a pattern's text is one string (and parsed once per
-/// compile). One with an assertion too, for the engine to refuse.
+/// wherever the expression goes, a pattern's text is one string (and the terminal carries
+/// its tree, so the engine does not parse it). One with an assertion too, for the engine
+/// to refuse.
 pub(crate) fn hir_expr(h: Hir) -> Expr {
     /// Syntax tree nodes up to which a regex becomes IR.
     const MAX_NODES: usize = 48;

@@ -106,25 +106,20 @@ pub(super) fn chain_dfa(c: &Counted) -> Option<RuleDfa> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::automaton::nfa::{NfaBuilder, Regexes};
+    use crate::automaton::nfa::with_plain_builder;
     use crate::automaton::{byte_classes, determinize};
-    use crate::error::CompileError;
-    use crate::limits::Limits;
 
     /// The root rule of `gbnf` as a chain (when it is one) and through the subset
     /// construction and minimization.
     fn both_ways(gbnf: &str) -> (Option<RuleDfa>, RuleDfa) {
         let g = stencil_grammar::parse_gbnf(gbnf).unwrap();
-        let n = g.rules.len();
-        let (limits, regexes) = (Limits::default(), Regexes::default());
-        let (inline, fused, representative) = (vec![false; n], vec![false; n], (0..n as u32).collect::<Vec<_>>());
-        let mut no_tokens = |_: &stencil_grammar::TokenRef, _: &str| -> Result<u32, CompileError> { unreachable!() };
-        let mut b = NfaBuilder::new(&g, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens);
-        let chain = b.counted_rule(g.root).unwrap().as_ref().and_then(chain_dfa);
-        let nfa = b.build_rule(g.root).unwrap();
-        let mut dfa = determinize(nfa, byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap();
-        dfa.minimize(&mut Default::default());
-        (chain, dfa)
+        with_plain_builder(&g, |b| {
+            let chain = b.counted_rule(g.root).unwrap().as_ref().and_then(chain_dfa);
+            let nfa = b.build_rule(g.root).unwrap();
+            let mut dfa = determinize(nfa, byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap();
+            dfa.minimize(&mut Default::default());
+            (chain, dfa)
+        })
     }
 
     /// Whether `x` and `y` are the same automaton up to state numbering: walked side by

@@ -463,7 +463,8 @@ impl Automaton {
         let mut nfa_states = 0;
         let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &fused, &regexes, &mut resolve);
         for r in 0..=n_rules {
-            let rule_started = std::time::Instant::now();
+            // Per-rule times for the trace only (a clock read per rule otherwise).
+            let rule_started = trace.then(std::time::Instant::now);
             let b = if r == n_rules {
                 Built::Nfa(&start_nfa)
             } else if inline[r] || representative[r] != r as u32 || fused[r] {
@@ -506,20 +507,23 @@ impl Automaton {
                     let mut dfa = determinize(nfa, classes, by_count.min(by_memory), Some(deadline), &mut scratch)
                         .map_err(stopped)?;
                     let before = dfa.n_states();
-                    let determinized = std::time::Instant::now();
+                    let determinized = trace.then(std::time::Instant::now);
                     if worth_minimizing(nfa, before) {
                         dfa.merge_equal_classes(&mut min_scratch.kept);
                         dfa.minimize(&mut min_scratch);
                     }
-                    let took = rule_started.elapsed().as_secs_f64() * 1e3;
-                    if trace && (before > 2000 || took > 0.2) {
-                        eprintln!(
-                            "    rule {} nfa {} dfa {before} min {} ({took:.2} ms, minimizing {:.2})",
-                            a.rule_names[r],
-                            nfa.n_states(),
-                            dfa.n_states(),
-                            determinized.elapsed().as_secs_f64() * 1e3
-                        );
+                    if let (Some(rule_started), Some(determinized)) = (rule_started, determinized) {
+                        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+                        if before > 2000 || ms(rule_started) > 0.2 {
+                            eprintln!(
+                                "    rule {} nfa {} dfa {before} min {} ({:.2} ms, minimizing {:.2})",
+                                a.rule_names[r],
+                                nfa.n_states(),
+                                dfa.n_states(),
+                                ms(rule_started),
+                                ms(determinized)
+                            );
+                        }
                     }
                     dfa
                 }
@@ -1156,9 +1160,6 @@ impl RuleDfa {
         self.token_edges.clear();
     }
 
-    /// Merges equivalent states (partition refinement, see
-    /// [`minimize::Refiner`]), keeping the start state first. Fewer states means
-    /// fewer mask-cache entries.
     /// Merges the byte classes that every state treats alike (equal columns). The subset
     /// construction starts from the NFA's classes, which tell apart bytes that no state
     /// of the DFA does: a `\S` and a `\s` cut UTF-8 lead bytes differently, and a JSON
@@ -1200,6 +1201,9 @@ impl RuleDfa {
         }
     }
 
+    /// Merges equivalent states (partition refinement, see
+    /// [`minimize::Refiner`]), keeping the start state first. Fewer states means
+    /// fewer mask-cache entries.
     fn minimize(&mut self, scratch: &mut MinimizeScratch) {
         let (n, nc) = (self.n_states(), self.n_classes);
         let MinimizeScratch { transitions, refiner, merged, order, .. } = scratch;
@@ -1900,18 +1904,12 @@ mod tests {
     /// classes where a Unicode class and its complement cut UTF-8 bytes apart.
     #[test]
     fn merging_equal_classes_keeps_every_move() {
-        use super::nfa::{NfaBuilder, Regexes};
-        use crate::{error::CompileError, limits::Limits};
         let src = r#"root ::= ([^ \u1680\u2000-\u200a] [ \u1680\u2000-\u200a]){0,3} "x""#;
         let g = stencil_grammar::parse_gbnf(src).unwrap();
-        let n = g.rules.len();
-        let (limits, regexes) = (Limits::default(), Regexes::default());
-        let (inline, fused, representative) = (vec![false; n], vec![false; n], (0..n as u32).collect::<Vec<_>>());
-        let mut no_tokens = |_: &stencil_grammar::TokenRef, _: &str| -> Result<u32, CompileError> { unreachable!() };
-        let mut b = NfaBuilder::new(&g, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens);
-        let nfa = b.build_rule(g.root).unwrap();
-        let mut dfa =
-            super::determinize(nfa, super::byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap();
+        let mut dfa = super::nfa::with_plain_builder(&g, |b| {
+            let nfa = b.build_rule(g.root).unwrap();
+            super::determinize(nfa, super::byte_classes(nfa), usize::MAX, None, &mut Default::default()).unwrap()
+        });
         let moves = |d: &super::RuleDfa| -> Vec<u32> {
             (0..d.n_states())
                 .flat_map(|s| (0..256).map(move |b| d.trans[s * d.n_classes + d.class[b] as usize]))

@@ -628,6 +628,17 @@ impl<'a> NfaBuilder<'a> {
     }
 }
 
+/// For tests: `f` with a builder over `g` as it stands (no rule inlined, fused or shared,
+/// no token terminals).
+#[cfg(test)]
+pub(crate) fn with_plain_builder<T>(g: &Grammar, f: impl FnOnce(&mut NfaBuilder) -> T) -> T {
+    let n = g.rules.len();
+    let (limits, regexes) = (Limits::default(), Regexes::default());
+    let (inline, fused, representative) = (vec![false; n], vec![false; n], (0..n as u32).collect::<Vec<_>>());
+    let mut no_tokens = |_: &stencil_grammar::TokenRef, _: &str| -> Result<u32, CompileError> { unreachable!() };
+    f(&mut NfaBuilder::new(g, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens))
+}
+
 /// What [`NfaBuilder::repeat`] repeats: an IR expression or a regex's syntax tree.
 #[derive(Clone, Copy)]
 enum Node<'a, 'h> {
