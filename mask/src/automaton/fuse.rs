@@ -14,16 +14,17 @@
 //! exactly one automaton: rules that several unfused rules reach through tail calls stay
 //! rules (else each would carry a copy).
 
+use super::split::Rules;
 use super::Calls;
-use stencil_grammar::{Expr, Grammar};
+use stencil_grammar::Expr;
 
 /// Which rules to fuse into their tail callers (see the module doc). `inline`: rules
 /// expanded in place; `representative`: where a call of each rule goes.
-pub(super) fn choose_fused(grammar: &Grammar, calls: &Calls, inline: &[bool], representative: &[u32]) -> Vec<bool> {
-    let n = grammar.rules.len();
+pub(super) fn choose_fused(rules: &Rules, calls: &Calls, inline: &[bool], representative: &[u32]) -> Vec<bool> {
+    let n = rules.len();
     let built = |r: usize| !inline[r] && representative[r] == r as u32;
     let mut fused: Vec<bool> =
-        (0..n).map(|r| built(r) && r != grammar.root.0 as usize && small(&grammar.rules[r].body)).collect();
+        (0..n).map(|r| built(r) && r != rules.root.0 as usize && small(&rules[r].body)).collect();
     // Each built rule's tail callees (representatives); a rule called anywhere else, or
     // never, is not fused.
     let mut tail_calls: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -134,18 +135,17 @@ impl CallWalk<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::{checked_callees, choose_inlined, nfa::Regexes, representatives};
-    use super::choose_fused;
+    use super::{choose_fused, Rules};
 
     /// `(representative, fused)` per rule name, as `Automaton::compile` decides them.
     fn decide(gbnf: &str) -> Vec<(String, String, bool)> {
-        let g = stencil_grammar::parse_gbnf(gbnf).unwrap();
+        let grammar = stencil_grammar::parse_gbnf(gbnf).unwrap();
+        let g = Rules::of(&grammar);
         let calls = checked_callees(&g).unwrap();
         let inline = choose_inlined(&g, &calls.callees, &Regexes::default());
         let representative = representatives(&g, &inline, &calls.callees);
         let fused = choose_fused(&g, &calls, &inline, &representative);
-        (0..g.rules.len())
-            .map(|r| (g.rules[r].name.clone(), g.rules[representative[r] as usize].name.clone(), fused[r]))
-            .collect()
+        (0..g.len()).map(|r| (g[r].name.clone(), g[representative[r] as usize].name.clone(), fused[r])).collect()
     }
 
     fn fused(decisions: &[(String, String, bool)]) -> Vec<&str> {

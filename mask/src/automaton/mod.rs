@@ -21,6 +21,7 @@ use minimize::Transition;
 use nfa::{Edge, Nfa, NfaBuilder, Regexes};
 use rustc_hash::FxHashMap;
 use sets::StateSets;
+use split::Rules;
 use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
 
 /// "No transition".
@@ -92,7 +93,6 @@ pub(crate) struct Automaton {
     /// Start state per rule ([`DEAD`] for inlined rules); the last rule is the synthetic start.
     pub rule_start: Vec<u32>,
     pub rule_nullable: Vec<bool>,
-    pub rule_names: Vec<String>,
     /// States reachable from a state through calls of nullable rules (same origin), excluding itself.
     pub same_origin: Rows<u32>,
     /// States predicted at the current position by a state (or its `same_origin` states).
@@ -388,17 +388,17 @@ impl Automaton {
         // listed (and checked) once, after it.
         let regexes = Regexes::default();
         let split = split::split_long_repetitions(grammar, limits, &regexes);
-        let grammar = split.as_ref().unwrap_or(grammar);
+        let rules = Rules::new(grammar, &split);
         phase("split", String::new());
-        let calls = checked_callees(grammar)?;
+        let calls = checked_callees(&rules)?;
         let callees = &calls.callees;
         phase("callees", String::new());
-        let n_rules = grammar.rules.len();
-        let inline = choose_inlined(grammar, callees, &regexes);
+        let n_rules = rules.len();
+        let inline = choose_inlined(&rules, callees, &regexes);
         phase("inline", String::new());
-        let representative = representatives(grammar, &inline, callees);
+        let representative = representatives(&rules, &inline, callees);
         phase("representatives", String::new());
-        let fused = fuse::choose_fused(grammar, &calls, &inline, &representative);
+        let fused = fuse::choose_fused(&rules, &calls, &inline, &representative);
         phase("fused", format!("{} fused", fused.iter().filter(|&&f| f).count()));
 
         // 1. Token terminals, numbered as the rules' NFAs meet them.
@@ -438,7 +438,6 @@ impl Automaton {
             terminals: Vec::new(),
             rule_start: vec![DEAD; n_rules + 1],
             rule_nullable: vec![false; n_rules + 1],
-            rule_names: grammar.rules.iter().map(|r| r.name.clone()).chain(["<start>".to_string()]).collect(),
             same_origin: Rows::default(),
             predicted: Rows::default(),
             first_bytes: Vec::new(),
@@ -459,9 +458,9 @@ impl Automaton {
         let mut class_ids = FxHashMap::default();
         // The synthetic start rule: start --root--> accept.
         let start_rule = n_rules as u32;
-        let start_nfa = Nfa::new(2, &[(0, Edge::Call { rule: grammar.root.0, to: 1 })], 1);
+        let start_nfa = Nfa::new(2, &[(0, Edge::Call { rule: rules.root.0, to: 1 })], 1);
         let mut nfa_states = 0;
-        let mut builder = NfaBuilder::new(grammar, limits, &inline, &representative, &fused, &regexes, &mut resolve);
+        let mut builder = NfaBuilder::new(&rules, limits, &inline, &representative, &fused, &regexes, &mut resolve);
         for r in 0..=n_rules {
             // Per-rule times for the trace only (a clock read per rule otherwise).
             let rule_started = trace.then(std::time::Instant::now);
@@ -480,7 +479,7 @@ impl Automaton {
                 return Err(CompileError::LimitExceeded {
                     limit: LimitKind::CompileTime,
                     value: limits.max_compile_time.as_millis() as usize,
-                    rule: a.rule_names[r].clone(),
+                    rule: rules.name(r).into(),
                 });
             }
             // Room left under both size limits; the first to bind names the error.
@@ -496,7 +495,7 @@ impl Automaton {
                     _ if by_count <= by_memory => (LimitKind::AutomatonStates, limits.max_automaton_states),
                     _ => (LimitKind::AutomatonMemory, limits.max_automaton_bytes),
                 };
-                CompileError::LimitExceeded { limit, value, rule: a.rule_names[r].clone() }
+                CompileError::LimitExceeded { limit, value, rule: rules.name(r).into() }
             };
             let dfa = match b {
                 Built::Dfa(dfa) if dfa.n_states() > by_count.min(by_memory) => {
@@ -517,7 +516,7 @@ impl Automaton {
                         if before > 2000 || ms(rule_started) > 0.2 {
                             eprintln!(
                                 "    rule {} nfa {} dfa {before} min {} ({:.2} ms, minimizing {:.2})",
-                                a.rule_names[r],
+                                rules.name(r),
                                 nfa.n_states(),
                                 dfa.n_states(),
                                 ms(rule_started),
@@ -550,8 +549,8 @@ impl Automaton {
         let successors = Successors::of(&a);
         a.rule_nullable = fixpoint_rules(&a, &successors, false);
         let productive = fixpoint_rules(&a, &successors, true);
-        if !productive[grammar.root.0 as usize] {
-            return Err(CompileError::EmptyLanguage { rule: grammar.rule(grammar.root).name.clone() });
+        if !productive[rules.root.0 as usize] {
+            return Err(CompileError::EmptyLanguage { rule: rules[rules.root.0 as usize].name.clone() });
         }
         trim(&mut a, &successors, &productive);
         phase("fixpoints+trim", String::new());
@@ -586,7 +585,7 @@ impl Automaton {
         Reaches { plain: a.plain_reach, text: a.text_reach, text_exact: a.text_reach_exact } =
             plain_reach(&a, &utf8_to);
         phase("first_bytes", String::new());
-        compute_closures(&mut a, limits, deadline)?;
+        compute_closures(&mut a, &rules, limits, deadline)?;
         phase("closures", String::new());
         a.simple = (0..a.n_states()).map(|s| !a.is_final[s] && a.calls[s].is_empty()).collect();
         a.follow = follow_bytes(&a);
@@ -724,36 +723,34 @@ struct Reaches {
 }
 
 /// The rules each rule calls, in order, and whether each call is in tail position
-/// (nothing follows it in its rule; see `fuse.rs`).
+/// (nothing follows it in its rule; see `fuse.rs`): `callees[r]` and `tail[r]`.
 pub(super) struct Calls {
-    pub callees: Vec<Vec<u32>>,
-    pub tail: Vec<Vec<bool>>,
+    pub callees: Rows<u32>,
+    pub tail: Rows<bool>,
 }
 
 /// Each rule's [`Calls`]; an error at a call of a rule that does not exist.
-fn checked_callees(grammar: &Grammar) -> Result<Calls, CompileError> {
-    fn walk(e: &Expr, tail: bool, callees: &mut Vec<u32>, tails: &mut Vec<bool>) {
+fn checked_callees(rules: &Rules) -> Result<Calls, CompileError> {
+    fn walk(e: &Expr, tail: bool, calls: &mut Calls) {
         match e {
             Expr::Rule(id) => {
-                callees.push(id.0);
-                tails.push(tail);
+                calls.callees.items.push(id.0);
+                calls.tail.items.push(tail);
             }
-            Expr::Seq(v) => v.iter().enumerate().for_each(|(i, x)| walk(x, tail && i + 1 == v.len(), callees, tails)),
-            Expr::Alt(v) => v.iter().for_each(|x| walk(x, tail, callees, tails)),
-            Expr::Repeat { expr, .. } => walk(expr, false, callees, tails),
+            Expr::Seq(v) => v.iter().enumerate().for_each(|(i, x)| walk(x, tail && i + 1 == v.len(), calls)),
+            Expr::Alt(v) => v.iter().for_each(|x| walk(x, tail, calls)),
+            Expr::Repeat { expr, .. } => walk(expr, false, calls),
             _ => {}
         }
     }
-    let mut calls =
-        Calls { callees: Vec::with_capacity(grammar.rules.len()), tail: Vec::with_capacity(grammar.rules.len()) };
-    for rule in &grammar.rules {
-        let (mut callees, mut tails) = (Vec::new(), Vec::new());
-        walk(&rule.body, true, &mut callees, &mut tails);
-        if let Some(&id) = callees.iter().find(|&&id| id as usize >= grammar.rules.len()) {
+    let mut calls = Calls { callees: Rows::default(), tail: Rows::default() };
+    for rule in rules.iter() {
+        walk(&rule.body, true, &mut calls);
+        calls.callees.end_row();
+        calls.tail.end_row();
+        if let Some(&id) = calls.callees[calls.callees.len() - 1].iter().find(|&&id| id as usize >= rules.len()) {
             return Err(CompileError::DanglingRule { rule: rule.name.clone(), id });
         }
-        calls.callees.push(callees);
-        calls.tail.push(tails);
     }
     Ok(calls)
 }
@@ -764,10 +761,10 @@ fn checked_callees(grammar: &Grammar) -> Result<Calls, CompileError> {
 /// each copy a chain of rules with names of its own); calls go to the representative,
 /// whose automaton is built once. Rules are compared callees first (an explicit
 /// post-order walk of the calls); a callee not decided yet (recursion) stands for itself.
-fn representatives(grammar: &Grammar, inline: &[bool], callees: &[Vec<u32>]) -> Vec<u32> {
+fn representatives(rules: &Rules, inline: &[bool], callees: &Rows<u32>) -> Vec<u32> {
     use std::hash::Hasher;
-    let n = grammar.rules.len();
-    let root = grammar.root.0;
+    let n = rules.len();
+    let root = rules.root.0;
     let mut class: Vec<u32> = (0..n as u32).collect();
     // 0: not seen, 1: on the walk's stack, 2: decided.
     let mut seen = vec![0u8; n];
@@ -790,14 +787,15 @@ fn representatives(grammar: &Grammar, inline: &[bool], callees: &[Vec<u32>]) -> 
             }
             stack.pop();
             seen[r as usize] = 2;
-            let (body, inlined) = (&grammar.rules[r as usize].body, inline[r as usize]);
+            let (body, inlined) = (&rules[r as usize].body, inline[r as usize]);
             let mut h = rustc_hash::FxHasher::default();
             h.write_u8(inlined as u8);
             hash_calls_as(body, &class, &mut h);
             let same = classes.entry(h.finish()).or_default();
-            match same.iter().find(|&&s| {
-                inline[s as usize] == inlined && equal_calls_as(&grammar.rules[s as usize].body, body, &class)
-            }) {
+            match same
+                .iter()
+                .find(|&&s| inline[s as usize] == inlined && equal_calls_as(&rules[s as usize].body, body, &class))
+            {
                 Some(&s) if r != root => class[r as usize] = s,
                 _ => same.push(r),
             }
@@ -902,8 +900,8 @@ fn regex_size(pattern: &stencil_grammar::Regex, regexes: &Regexes) -> usize {
 ///
 /// Linear in the grammar and without recursion on the call graph (a chain of 100,000
 /// rules must neither take quadratic time nor overflow the stack).
-fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) -> Vec<bool> {
-    let n = grammar.rules.len();
+fn choose_inlined(rules: &Rules, callees: &Rows<u32>, regexes: &Regexes) -> Vec<bool> {
+    let n = rules.len();
     let recursive = recursive_rules(callees);
     // Decide callees first (non-recursive rules form a DAG), so that a small rule whose
     // callees are inlined counts their size too: only small expansions are inlined.
@@ -931,12 +929,12 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
                 continue;
             }
             stack.pop();
-            if grammar.rules[r].no_inline {
+            if rules[r].no_inline {
                 size[r] = Some(INLINE_MAX_SIZE + 1);
                 continue;
             }
             let own = expr_size(
-                &grammar.rules[r].body,
+                &rules[r].body,
                 &|c| {
                     if inline[c as usize] {
                         size[c as usize].unwrap_or(1)
@@ -946,7 +944,7 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
                 },
                 regexes,
             );
-            inline[r] = r != grammar.root.0 as usize && own <= INLINE_MAX_SIZE;
+            inline[r] = r != rules.root.0 as usize && own <= INLINE_MAX_SIZE;
             size[r] = Some(own);
         }
     }
@@ -956,7 +954,7 @@ fn choose_inlined(grammar: &Grammar, callees: &[Vec<u32>], regexes: &Regexes) ->
 /// Which rules can reach themselves through calls: members of a strongly connected
 /// component of the call graph with more than one rule, or with a self-call (Tarjan's
 /// algorithm, iterative).
-fn recursive_rules(callees: &[Vec<u32>]) -> Vec<bool> {
+fn recursive_rules(callees: &Rows<u32>) -> Vec<bool> {
     let n = callees.len();
     const UNSEEN: u32 = u32::MAX;
     let mut index = vec![UNSEEN; n];
@@ -1711,7 +1709,12 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
 }
 
 /// `same_origin` and `predicted` for every state (see the field docs).
-fn compute_closures(a: &mut Automaton, limits: &Limits, deadline: std::time::Instant) -> Result<(), CompileError> {
+fn compute_closures(
+    a: &mut Automaton,
+    rules: &Rules,
+    limits: &Limits,
+    deadline: std::time::Instant,
+) -> Result<(), CompileError> {
     let n = a.n_states();
     // What the closures may add to the transition table's memory (4 bytes an entry): they
     // can be quadratic in a rule's states (`root ::= x x x ...` with a nullable `x`).
@@ -1722,7 +1725,7 @@ fn compute_closures(a: &mut Automaton, limits: &Limits, deadline: std::time::Ins
             LimitKind::CompileTime => limits.max_compile_time.as_millis() as usize,
             _ => limits.max_automaton_bytes,
         },
-        rule: a.rule_names[a.state_rule[s] as usize].clone(),
+        rule: rules.name(a.state_rule[s] as usize).into(),
     };
     let nullable = a.rule_nullable.clone();
     let mut set = StampSet::new(n);

@@ -1,12 +1,14 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
 
 use super::chain::{Counted, CHAIN_MIN_COUNT};
+use super::split::Rules;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 use regex_syntax::hir::{Class, Hir, HirKind};
-use regex_syntax::utf8::Utf8Sequences;
-use std::sync::Arc;
-use stencil_grammar::{Expr, Grammar, Regex, RuleId, MAX_CODE_POINT};
+use regex_syntax::utf8::{Utf8Sequence, Utf8Sequences};
+use std::rc::Rc;
+use std::sync::{Arc, LazyLock};
+use stencil_grammar::{CharClass, Expr, Regex, RuleId, MAX_CODE_POINT};
 
 /// An edge of the ε-NFA.
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +67,7 @@ type Seen<E> = rustc_hash::FxHashMap<u64, (E, u32, u32)>;
 
 /// Builds NFAs; shared state across rules for the global size limit.
 pub(crate) struct NfaBuilder<'a> {
-    pub grammar: &'a Grammar,
+    pub rules: &'a Rules<'a>,
     pub limits: &'a Limits,
     /// Rules whose bodies are expanded in place instead of called.
     pub inline: &'a [bool],
@@ -99,11 +101,16 @@ pub(crate) struct NfaBuilder<'a> {
     nfa: Parts,
     /// The last rule's NFA (its buffers are reused for the next).
     built: Nfa,
+    /// Each character class's UTF-8 sequences, made once per compile (a JSON string's
+    /// characters recur in every string of a schema).
+    class_sequences: rustc_hash::FxHashMap<CharClass, Rc<[Utf8Sequence]>>,
+    /// Buffer of [`NfaBuilder::sequences`]: shared suffixes `(lo, hi, to)` → their state.
+    shared_suffixes: Vec<(u8, u8, u32, u32)>,
 }
 
 impl<'a> NfaBuilder<'a> {
     pub fn new(
-        grammar: &'a Grammar,
+        rules: &'a Rules<'a>,
         limits: &'a Limits,
         inline: &'a [bool],
         representative: &'a [u32],
@@ -112,7 +119,7 @@ impl<'a> NfaBuilder<'a> {
         token_terminal: &'a mut dyn FnMut(&stencil_grammar::TokenRef, &str) -> Result<u32, CompileError>,
     ) -> Self {
         NfaBuilder {
-            grammar,
+            rules,
             limits,
             inline,
             representative,
@@ -130,12 +137,14 @@ impl<'a> NfaBuilder<'a> {
             pattern: Regex::new(""),
             nfa: Parts::default(),
             built: Nfa::default(),
+            class_sequences: Default::default(),
+            shared_suffixes: Vec::new(),
         }
     }
 
     /// The NFA of `rule`'s body.
     pub fn build_rule(&mut self, rule: RuleId) -> Result<&Nfa, CompileError> {
-        self.rule_name.clone_from(&self.grammar.rule(rule).name);
+        self.rule_name.clone_from(&self.rules[rule.0 as usize].name);
         self.nfa.n_states = 0;
         self.nfa.edges.clear();
         self.fragments.clear();
@@ -143,11 +152,11 @@ impl<'a> NfaBuilder<'a> {
         self.regex_met = false;
         self.suffixes.clear();
         let start = self.new_state()?;
-        let grammar = self.grammar;
-        self.built.accept = self.build(&grammar.rule(rule).body, start, 0, true)?;
+        let rules = self.rules;
+        self.built.accept = self.build(&rules[rule.0 as usize].body, start, 0, true)?;
         // Fused callees one after the other, not nested: a chain may be thousands long.
         while let Some((callee, entry, exit)) = self.pending.pop() {
-            let end = self.build(&grammar.rules[callee as usize].body, entry, 0, true)?;
+            let end = self.build(&rules[callee as usize].body, entry, 0, true)?;
             self.edge(end, Edge::Eps(exit));
         }
         self.built.has_regex = self.regex_met;
@@ -173,9 +182,9 @@ impl<'a> NfaBuilder<'a> {
                 _ => false,
             }
         }
-        let grammar = self.grammar;
+        let rules = self.rules;
         let mut items = Vec::new();
-        if !flatten(&grammar.rule(rule).body, &mut items) {
+        if !flatten(&rules[rule.0 as usize].body, &mut items) {
             return Ok(None);
         }
         let mut repeats = items.iter().enumerate().filter(|(_, e)| matches!(e, Expr::Repeat { .. }));
@@ -186,7 +195,7 @@ impl<'a> NfaBuilder<'a> {
         if max < CHAIN_MIN_COUNT || max > self.limits.max_repetition {
             return Ok(None);
         }
-        self.rule_name.clone_from(&grammar.rule(rule).name);
+        self.rule_name.clone_from(&rules[rule.0 as usize].name);
         let Some(body) = self.mini_dfa(Node::Expr(expr), 0)? else { return Ok(None) };
         let literals = |part: &[&Expr]| {
             part.iter().flat_map(|e| if let Expr::Literal(b) = e { b.as_slice() } else { &[] }).copied().collect()
@@ -246,11 +255,25 @@ impl<'a> NfaBuilder<'a> {
                 }
                 Ok(cur)
             }
-            Expr::Class(class) => self.code_points(&class.code_points(), start),
-            Expr::AnyChar => self.code_points(&[(0, 0xD7FF), (0xE000, MAX_CODE_POINT)], start),
+            Expr::Class(class) => {
+                let sequences = match self.class_sequences.get(class) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let sequences: Rc<[Utf8Sequence]> = utf8_sequences(&class.code_points()).collect();
+                        self.class_sequences.insert(class.clone(), sequences.clone());
+                        sequences
+                    }
+                };
+                self.sequences(&sequences, start)
+            }
+            Expr::AnyChar => {
+                static ANY: LazyLock<Vec<Utf8Sequence>> =
+                    LazyLock::new(|| utf8_sequences(&[(0, 0xD7FF), (0xE000, MAX_CODE_POINT)]).collect());
+                self.sequences(&ANY, start)
+            }
             Expr::Regex(pattern) => self.regex(pattern, start, depth),
             Expr::Rule(id) => {
-                let Some(rule) = self.grammar.rules.get(id.0 as usize) else {
+                let Some(rule) = self.rules.get(id.0 as usize) else {
                     return Err(CompileError::DanglingRule { rule: self.rule_name.clone(), id: id.0 });
                 };
                 let callee = self.representative[id.0 as usize];
@@ -536,7 +559,8 @@ impl<'a> NfaBuilder<'a> {
             }
             HirKind::Class(Class::Unicode(c)) => {
                 let ranges: Vec<(u32, u32)> = c.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect();
-                self.code_points(&ranges, start)
+                let sequences: Vec<Utf8Sequence> = utf8_sequences(&ranges).collect();
+                self.sequences(&sequences, start)
             }
             HirKind::Class(Class::Bytes(c)) => {
                 let end = self.new_state()?;
@@ -567,7 +591,7 @@ impl<'a> NfaBuilder<'a> {
             Expr::Empty => 0,
             Expr::Literal(b) => b.len(),
             Expr::Class(_) | Expr::AnyChar | Expr::Regex(_) | Expr::Token(_) => 1,
-            Expr::Rule(id) => match self.grammar.rules.get(id.0 as usize) {
+            Expr::Rule(id) => match self.rules.get(id.0 as usize) {
                 Some(rule) if self.inline[id.0 as usize] => self.min_states(&rule.body, depth + 1),
                 _ => 1,
             },
@@ -585,31 +609,31 @@ impl<'a> NfaBuilder<'a> {
         }
     }
 
-    /// One code point from `ranges`, as UTF-8 byte sequences. Sequences share their
-    /// common suffixes (`[E1-EC][80-BF][80-BF]` and `[EE-EF][80-BF][80-BF]` go through the
-    /// same two states), so the subset construction does not make equivalent copies.
-    fn code_points(&mut self, ranges: &[(u32, u32)], start: u32) -> Result<u32, CompileError> {
+    /// One code point from `sequences` (UTF-8 byte sequences, see [`utf8_sequences`]).
+    /// Sequences share their common suffixes (`[E1-EC][80-BF][80-BF]` and
+    /// `[EE-EF][80-BF][80-BF]` go through the same two states), so the subset construction
+    /// does not make equivalent copies.
+    fn sequences(&mut self, sequences: &[Utf8Sequence], start: u32) -> Result<u32, CompileError> {
         let end = self.new_state()?;
-        let mut suffixes: Vec<(u8, u8, u32, u32)> = Vec::new(); // (lo, hi, to) → state
-        for &(lo, hi) in ranges {
-            let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else { continue };
-            for seq in Utf8Sequences::new(lo, hi) {
-                let (first, rest) = seq.as_slice().split_first().expect("a UTF-8 sequence is not empty");
-                let mut to = end;
-                for r in rest.iter().rev() {
-                    to = match suffixes.iter().find(|s| (s.0, s.1, s.2) == (r.start, r.end, to)) {
-                        Some(s) => s.3,
-                        None => {
-                            let state = self.new_state()?;
-                            self.edge(state, Edge::Bytes { lo: r.start, hi: r.end, to });
-                            suffixes.push((r.start, r.end, to, state));
-                            state
-                        }
-                    };
-                }
-                self.edge(start, Edge::Bytes { lo: first.start, hi: first.end, to });
+        let mut suffixes = std::mem::take(&mut self.shared_suffixes);
+        suffixes.clear();
+        for seq in sequences {
+            let (first, rest) = seq.as_slice().split_first().expect("a UTF-8 sequence is not empty");
+            let mut to = end;
+            for r in rest.iter().rev() {
+                to = match suffixes.iter().find(|s| (s.0, s.1, s.2) == (r.start, r.end, to)) {
+                    Some(s) => s.3,
+                    None => {
+                        let state = self.new_state()?;
+                        self.edge(state, Edge::Bytes { lo: r.start, hi: r.end, to });
+                        suffixes.push((r.start, r.end, to, state));
+                        state
+                    }
+                };
             }
+            self.edge(start, Edge::Bytes { lo: first.start, hi: first.end, to });
         }
+        self.shared_suffixes = suffixes;
         Ok(end)
     }
 
@@ -631,12 +655,18 @@ impl<'a> NfaBuilder<'a> {
 /// For tests: `f` with a builder over `g` as it stands (no rule inlined, fused or shared,
 /// no token terminals).
 #[cfg(test)]
-pub(crate) fn with_plain_builder<T>(g: &Grammar, f: impl FnOnce(&mut NfaBuilder) -> T) -> T {
+pub(crate) fn with_plain_builder<T>(g: &stencil_grammar::Grammar, f: impl FnOnce(&mut NfaBuilder) -> T) -> T {
     let n = g.rules.len();
+    let rules = Rules::of(g);
     let (limits, regexes) = (Limits::default(), Regexes::default());
     let (inline, fused, representative) = (vec![false; n], vec![false; n], (0..n as u32).collect::<Vec<_>>());
     let mut no_tokens = |_: &stencil_grammar::TokenRef, _: &str| -> Result<u32, CompileError> { unreachable!() };
-    f(&mut NfaBuilder::new(g, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens))
+    f(&mut NfaBuilder::new(&rules, &limits, &inline, &representative, &fused, &regexes, &mut no_tokens))
+}
+
+/// The UTF-8 byte sequences of the code points in `ranges` (surrogates left out).
+fn utf8_sequences(ranges: &[(u32, u32)]) -> impl Iterator<Item = Utf8Sequence> + '_ {
+    ranges.iter().filter_map(|&(lo, hi)| Some(Utf8Sequences::new(char::from_u32(lo)?, char::from_u32(hi)?))).flatten()
 }
 
 /// What [`NfaBuilder::repeat`] repeats: an IR expression or a regex's syntax tree.

@@ -21,7 +21,7 @@ use crate::limits::Limits;
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
 use std::sync::Arc;
-use stencil_grammar::{Expr, Grammar, Regex, RuleId};
+use stencil_grammar::{Expr, Grammar, Regex, Rule, RuleId};
 
 /// Repetitions with at most this many expanded states (count × body weight) stay as they
 /// are. Splitting costs mask time: a token that crosses the end of a `Y` depends on its
@@ -35,22 +35,71 @@ const SPLIT_MIN_WEIGHT: u64 = 20_000;
 /// ... and so do those of at most this count.
 const SPLIT_MIN_COUNT: u32 = 64;
 
-/// The grammar with its long repetitions split, or `None` when it has none.
-/// Regex terminals are parsed through `regexes`, the compile's cache.
-pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits, regexes: &Regexes) -> Option<Grammar> {
-    if !grammar.rules.iter().any(|r| needs(&r.body, limits, regexes)) {
-        return None;
+/// What splitting changed: the rules it rewrote and the rules it added, each with its
+/// index in the grammar (added ones from the grammar's length on, in order). The rest of
+/// the grammar is not copied (a big schema's grammar is tens of thousands of nodes, and
+/// few of its rules have a repetition to split).
+#[derive(Default)]
+pub(crate) struct Split {
+    rules: Vec<(usize, Rule)>,
+}
+
+/// The rules the automaton is built from: the grammar's, with [`Split`]'s in their places.
+/// Indexes like the grammar's rules (`rules[r].body`).
+pub(crate) struct Rules<'g> {
+    rules: Vec<&'g Rule>,
+    pub root: RuleId,
+}
+
+impl<'g> Rules<'g> {
+    /// `grammar`'s rules as they are.
+    #[cfg(test)]
+    pub fn of(grammar: &'g Grammar) -> Self {
+        static NOTHING: Split = Split { rules: Vec::new() };
+        Self::new(grammar, &NOTHING)
     }
-    let mut g = grammar.clone();
-    let mut s = Splitter { limits, regexes, shared: HashMap::new(), new_rules: Vec::new() };
-    for i in 0..g.rules.len() {
-        if needs(&g.rules[i].body, limits, regexes) {
-            let name = g.rules[i].name.clone();
-            let body = std::mem::replace(&mut g.rules[i].body, Expr::Empty);
-            g.rules[i].body = s.rewrite(body, &name, &mut g);
+
+    /// `grammar`'s rules, with `split`'s.
+    pub fn new(grammar: &'g Grammar, split: &'g Split) -> Self {
+        let mut rules: Vec<&Rule> = grammar.rules.iter().collect();
+        for (i, rule) in &split.rules {
+            match rules.get_mut(*i) {
+                Some(r) => *r = rule,
+                None => {
+                    debug_assert_eq!(*i, rules.len(), "added rules come in order");
+                    rules.push(rule)
+                }
+            }
+        }
+        Rules { rules, root: grammar.root }
+    }
+
+    /// Rule `r`'s name; `<start>` past the rules (the automaton's synthetic start rule).
+    pub fn name(&self, r: usize) -> &'g str {
+        self.rules.get(r).map_or("<start>", |rule| &rule.name)
+    }
+}
+
+impl<'g> std::ops::Deref for Rules<'g> {
+    type Target = [&'g Rule];
+
+    fn deref(&self) -> &[&'g Rule] {
+        &self.rules
+    }
+}
+
+/// The grammar's long repetitions split (nothing when it has none).
+/// Regex terminals are parsed through `regexes`, the compile's cache.
+pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits, regexes: &Regexes) -> Split {
+    let mut s =
+        Splitter { limits, regexes, shared: HashMap::new(), next_rule: grammar.rules.len(), split: Split::default() };
+    for (i, rule) in grammar.rules.iter().enumerate() {
+        if needs(&rule.body, limits, regexes) {
+            let body = s.rewrite(rule.body.clone(), &rule.name);
+            s.split.rules.push((i, Rule { name: rule.name.clone(), body, no_inline: rule.no_inline }));
         }
     }
-    Some(g)
+    s.split
 }
 
 /// Whether `e` has a repetition to split (regex terminals included).
@@ -161,32 +210,41 @@ struct Splitter<'a> {
     regexes: &'a Regexes,
     /// `(body, min, max)` → the rule of `body{min,max}`, shared by all repetitions.
     shared: HashMap<(String, u32, u32), RuleId>,
-    #[allow(dead_code)]
-    new_rules: Vec<RuleId>,
+    /// The index the next added rule gets (from the grammar's length on).
+    next_rule: usize,
+    split: Split,
 }
 
 impl Splitter<'_> {
-    fn rewrite(&mut self, e: Expr, name: &str, g: &mut Grammar) -> Expr {
+    /// A new rule, after the grammar's and those added before.
+    fn add_rule(&mut self, name: &str, body: Expr) -> RuleId {
+        let i = self.next_rule;
+        self.next_rule += 1;
+        self.split.rules.push((i, Rule { name: name.to_string(), body, no_inline: false }));
+        RuleId(i as u32)
+    }
+
+    fn rewrite(&mut self, e: Expr, name: &str) -> Expr {
         match e {
-            Expr::Seq(v) => Expr::Seq(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
-            Expr::Alt(v) => Expr::Alt(v.into_iter().map(|x| self.rewrite(x, name, g)).collect()),
+            Expr::Seq(v) => Expr::Seq(v.into_iter().map(|x| self.rewrite(x, name)).collect()),
+            Expr::Alt(v) => Expr::Alt(v.into_iter().map(|x| self.rewrite(x, name)).collect()),
             Expr::Regex(p) => match regex_needs(&p, self.limits, self.regexes) {
-                Some(h) => self.rewrite(Expr::from_hir(&h).expect("no assertions"), name, g),
+                Some(h) => self.rewrite(Expr::from_hir(&h).expect("no assertions"), name),
                 _ if p.len() > HOIST_REGEX_LEN => {
                     let key = (p.to_string(), u32::MAX, u32::MAX);
                     if let Some(&id) = self.shared.get(&key) {
                         return Expr::Rule(id);
                     }
-                    let id = g.add_rule(name, Expr::Regex(p));
+                    let id = self.add_rule(name, Expr::Regex(p));
                     self.shared.insert(key, id);
                     Expr::Rule(id)
                 }
                 _ => Expr::Regex(p),
             },
             Expr::Repeat { expr, min, max } => {
-                let x = self.rewrite(*expr, name, g);
+                let x = self.rewrite(*expr, name);
                 if splittable(&x, min, max, self.limits, self.regexes) {
-                    self.split(x, min, max, name, g)
+                    self.split(x, min, max, name)
                 } else {
                     Expr::Repeat { expr: Box::new(x), min, max }
                 }
@@ -196,47 +254,47 @@ impl Splitter<'_> {
     }
 
     /// A rule for `x{min,max}` (bounded), shared; its body split again if still long.
-    fn rule(&mut self, x: &Expr, min: u32, max: u32, name: &str, g: &mut Grammar) -> Expr {
+    fn rule(&mut self, x: &Expr, min: u32, max: u32, name: &str) -> Expr {
         let key = (format!("{x:?}"), min, max);
         if let Some(&id) = self.shared.get(&key) {
             return Expr::Rule(id);
         }
         let body = Expr::Repeat { expr: Box::new(x.clone()), min, max: Some(max) };
-        let body = self.rewrite(body, name, g);
-        let id = g.add_rule(name, body);
+        let body = self.rewrite(body, name);
+        let id = self.add_rule(name, body);
         self.shared.insert(key, id);
         Expr::Rule(id)
     }
 
     /// `x{count}` exactly.
-    fn exact(&mut self, x: &Expr, count: u32, k: u32, name: &str, g: &mut Grammar) -> Expr {
+    fn exact(&mut self, x: &Expr, count: u32, k: u32, name: &str) -> Expr {
         let (a, b) = (count / k, count % k);
         let mut v = Vec::new();
         if a > 0 {
-            let y = self.rule(x, k, k, name, g);
+            let y = self.rule(x, k, k, name);
             v.push(Expr::Repeat { expr: Box::new(y), min: a, max: Some(a) });
         }
         if b > 0 {
-            v.push(self.rule(x, b, b, name, g));
+            v.push(self.rule(x, b, b, name));
         }
         Expr::Seq(v)
     }
 
-    fn split(&mut self, x: Expr, min: u32, max: Option<u32>, name: &str, g: &mut Grammar) -> Expr {
+    fn split(&mut self, x: Expr, min: u32, max: Option<u32>, name: &str) -> Expr {
         let n = max.unwrap_or(min);
         let k = ((n as f64).sqrt().ceil() as u32).max(2);
-        let head = self.exact(&x, min, k, name, g);
+        let head = self.exact(&x, min, k, name);
         let tail = match max {
             None => Expr::Repeat { expr: Box::new(x), min: 0, max: None },
             Some(max) => {
                 let n = max - min;
                 let (q, r) = (n / k, n % k);
                 if q == 0 {
-                    self.rule(&x, 0, r, name, g)
+                    self.rule(&x, 0, r, name)
                 } else {
-                    let y = self.rule(&x, k, k, name, g);
-                    let z = self.rule(&x, 0, k - 1, name, g);
-                    let w = self.rule(&x, 0, r, name, g);
+                    let y = self.rule(&x, k, k, name);
+                    let z = self.rule(&x, 0, k - 1, name);
+                    let w = self.rule(&x, 0, r, name);
                     Expr::Alt(vec![
                         Expr::Seq(vec![Expr::Repeat { expr: Box::new(y.clone()), min: 0, max: Some(q - 1) }, z]),
                         Expr::Seq(vec![Expr::Repeat { expr: Box::new(y), min: q, max: Some(q) }, w]),
