@@ -531,3 +531,23 @@ fn forks_are_independent() {
     }
     assert_eq!(engine_mask(&mut a), before);
 }
+
+/// A rule with a regex terminal is minimized, and its byte classes that every state treats
+/// alike are merged first: a class is then no byte interval (here the bytes of `[à-ÿ]`'s
+/// UTF-8 continuations, apart, join others). The check of where every non-ASCII
+/// character leads once read a range's classes as an interval and let `é` through.
+#[test]
+fn merged_byte_classes_keep_non_ascii_exclusions() {
+    use stencil_grammar::{CharClass, Expr, RuleId};
+    let mut g = Grammar::new();
+    let not_accented = Expr::Class(CharClass { ranges: vec![(0xE0, 0xFF)], negated: true });
+    let text = g.add_rule("text", Expr::repeat(not_accented, 0, None));
+    let root = g.add_rule("root", Expr::Alt(vec![Expr::Rule(text), Expr::Regex("b".into())]));
+    g.root = root;
+    assert_eq!(text, RuleId(0));
+    let vocab = vocab_of(["<eos>", "a", "b", "é", "aé", "x", "→"].iter().map(|t| t.as_bytes().to_vec()).collect());
+    let r = Recognizer::new(&g).unwrap();
+    let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+    m.accept_token(1).unwrap();
+    assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, b"a"));
+}

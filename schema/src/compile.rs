@@ -145,7 +145,8 @@ pub(crate) struct Ctx<'o> {
     drafts: Vec<Draft>,
     sid_of: HashMap<Loc, Sid>,
     g: Grammar,
-    names: rustc_hash::FxHashSet<String>,
+    /// Hashes of the rule names taken (see [`name_hash`]).
+    names: rustc_hash::FxHashSet<u64>,
     /// Per rule-name base, the next suffix to try (see `new_rule_name`).
     next_suffix: HashMap<String, u32>,
     memo: HashMap<(Conj, usize), Option<RuleId>>,
@@ -276,6 +277,13 @@ pub(crate) fn alt(v: Vec<Expr>) -> Option<Expr> {
 /// `string_expr`): inlined, each property would carry its own copy of the count's states.
 const OWN_RULE_LENGTH: u64 = 64;
 
+/// A rule name's hash, for [`Ctx::new_rule_name`]'s set of names taken: two names with
+/// one hash only make it skip a free name (names stay unique).
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(name)
+}
+
 /// A rule name from a JSON pointer: its ASCII letters and digits, every run of other
 /// characters one `-`, at most its last 60 characters.
 fn sanitize(p: &str) -> String {
@@ -328,7 +336,7 @@ impl<'o> Ctx<'o> {
                     let body = Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
                     Some(Expr::Rule(self.g.add_rule("ws", body)))
                 };
-                self.names.insert("ws".into());
+                self.names.insert(name_hash("ws"));
                 self.style = Style { ws, item_sep: ",".into(), key_sep: ":".into(), indent: None };
             }
         }
@@ -544,7 +552,7 @@ impl<'o> Ctx<'o> {
         loop {
             let name = if *next == 1 { base.to_string() } else { format!("{base}-{next}") };
             *next += 1;
-            if self.names.insert(name.clone()) {
+            if self.names.insert(name_hash(&name)) {
                 return name;
             }
         }

@@ -174,18 +174,26 @@ fn dec(s: &str) -> String {
 }
 
 fn digit_class(lo: u8, hi: u8) -> String {
+    let mut out = String::new();
+    push_digit_class(lo, hi, &mut out);
+    out
+}
+
+fn push_digit_class(lo: u8, hi: u8, out: &mut String) {
+    use std::fmt::Write;
     if lo == hi {
-        (lo as char).to_string()
+        out.push(lo as char);
     } else {
-        format!("[{}-{}]", lo as char, hi as char)
+        write!(out, "[{}-{}]", lo as char, hi as char).expect("a String takes any text");
     }
 }
 
-fn any_digits(n: usize) -> String {
+fn push_any_digits(n: usize, out: &mut String) {
+    use std::fmt::Write;
     match n {
-        0 => String::new(),
-        1 => "[0-9]".into(),
-        n => format!("[0-9]{{{n}}}"),
+        0 => {}
+        1 => out.push_str("[0-9]"),
+        n => write!(out, "[0-9]{{{n}}}").expect("a String takes any text"),
     }
 }
 
@@ -200,45 +208,66 @@ fn alt(parts: Vec<String>) -> String {
 
 /// Digit strings of length `s.len()` (any leading digits) with value ≥ s.
 fn ge_fixed(s: &[u8]) -> String {
-    if s.is_empty() {
-        return String::new();
-    }
-    let d = s[0];
-    let mut parts = vec![format!("{}{}", d as char, ge_fixed(&s[1..]))];
-    if d < b'9' {
-        parts.push(format!("{}{}", digit_class(d + 1, b'9'), any_digits(s.len() - 1)));
-    }
-    alt(parts)
+    let mut out = String::new();
+    push_bounded(s, Bound::AtLeast, &mut out);
+    out
 }
 
-/// Digit strings of length `s.len()` with value ≤ s.
-fn le_fixed(s: &[u8]) -> String {
-    if s.is_empty() {
-        return String::new();
+/// Which digit strings of a length [`push_bounded`] writes: those with a value at least,
+/// or at most, a given one's.
+#[derive(Clone, Copy)]
+enum Bound {
+    AtLeast,
+    AtMost,
+}
+
+/// The digit strings of `s`'s length with a value `bound` `s`'s, written onto `out`. Each
+/// digit is `d(...)` when no other digit can stand there, else `(?:d(...)|[others][0-9]{n})`
+/// (one buffer: a 300-digit bound nests 300 deep, and a string per level was quadratic).
+fn push_bounded(s: &[u8], bound: Bound, out: &mut String) {
+    let others = |d: u8| match bound {
+        Bound::AtLeast => (d < b'9').then(|| (d + 1, b'9')),
+        Bound::AtMost => (d > b'0').then(|| (b'0', d - 1)),
+    };
+    for &d in s {
+        if others(d).is_some() {
+            out.push_str("(?:");
+        }
+        out.push(d as char);
     }
-    let d = s[0];
-    let mut parts = vec![format!("{}{}", d as char, le_fixed(&s[1..]))];
-    if d > b'0' {
-        parts.push(format!("{}{}", digit_class(b'0', d - 1), any_digits(s.len() - 1)));
+    // The other branches close the groups, innermost (last digit) first.
+    for (i, &d) in s.iter().enumerate().rev() {
+        if let Some((lo, hi)) = others(d) {
+            out.push('|');
+            push_digit_class(lo, hi, out);
+            push_any_digits(s.len() - i - 1, out);
+            out.push(')');
+        }
     }
-    alt(parts)
 }
 
 /// Digit strings of equal length n with lo ≤ value ≤ hi (lo ≤ hi, same length).
 fn range_fixed(lo: &[u8], hi: &[u8]) -> String {
+    let same = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+    let mut out: String = lo[..same].iter().map(|&d| d as char).collect();
+    let (lo, hi) = (&lo[same..], &hi[same..]);
     if lo.is_empty() {
-        return String::new();
-    }
-    if lo[0] == hi[0] {
-        return format!("{}{}", lo[0] as char, range_fixed(&lo[1..], &hi[1..]));
+        return out;
     }
     let n = lo.len() - 1;
-    let mut parts = vec![format!("{}{}", lo[0] as char, ge_fixed(&lo[1..]))];
+    out.push_str("(?:");
+    out.push(lo[0] as char);
+    push_bounded(&lo[1..], Bound::AtLeast, &mut out);
     if lo[0] + 1 < hi[0] {
-        parts.push(format!("{}{}", digit_class(lo[0] + 1, hi[0] - 1), any_digits(n)));
+        out.push('|');
+        push_digit_class(lo[0] + 1, hi[0] - 1, &mut out);
+        push_any_digits(n, &mut out);
     }
-    parts.push(format!("{}{}", hi[0] as char, le_fixed(&hi[1..])));
-    alt(parts)
+    out.push('|');
+    out.push(hi[0] as char);
+    push_bounded(&hi[1..], Bound::AtMost, &mut out);
+    out.push(')');
+    out
 }
 
 /// Canonical unsigned integers (no leading zeros) in [lo, hi] (hi = None: unbounded).

@@ -15,7 +15,7 @@
 //! rules (else each would carry a copy).
 
 use super::split::Rules;
-use super::Calls;
+use super::{Calls, Rows};
 use stencil_grammar::Expr;
 
 /// Which rules to fuse into their tail callers (see the module doc). `inline`: rules
@@ -27,18 +27,21 @@ pub(super) fn choose_fused(rules: &Rules, calls: &Calls, inline: &[bool], repres
         (0..n).map(|r| built(r) && r != rules.root.0 as usize && small(&rules[r].body)).collect();
     // Each built rule's tail callees (representatives); a rule called anywhere else, or
     // never, is not fused.
-    let mut tail_calls: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut tail_calls: Rows<u32> = Rows::default();
     let mut called = vec![false; n];
-    for r in (0..n).filter(|&r| built(r)) {
-        let mut walk = CallWalk {
-            calls,
-            inline,
-            representative,
-            tail: &mut tail_calls[r],
-            other: &mut fused,
-            called: &mut called,
-        };
-        walk.rule(r, true);
+    for r in 0..n {
+        if built(r) {
+            let mut walk = CallWalk {
+                calls,
+                inline,
+                representative,
+                tail: &mut tail_calls.items,
+                other: &mut fused,
+                called: &mut called,
+            };
+            walk.rule(r, true);
+        }
+        tail_calls.end_row();
     }
     for r in 0..n {
         fused[r] &= called[r];

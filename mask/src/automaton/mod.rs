@@ -229,11 +229,19 @@ impl Automaton {
                 let last = i + 1 == ranges.len();
                 let mut next = SmallSet::default();
                 for &x in states.as_slice() {
-                    // Classes are byte intervals: the range's classes are consecutive.
+                    // Every byte of the range: a class need not be an interval (classes
+                    // that every state of a rule treats alike are merged, see
+                    // `RuleDfa::merge_equal_classes`), so the range's classes are looked
+                    // up one byte at a time (neighbours mostly share one).
                     let (row, classes) = (self.row(x as usize), self.classes(x as usize));
-                    let (lo, hi) =
-                        (classes.of_byte[r.start as usize] as usize, classes.of_byte[r.end as usize] as usize);
-                    for &t in &row[lo..=hi] {
+                    let mut previous = usize::MAX;
+                    for b in r.start..=r.end {
+                        let c = classes.of_byte[b as usize] as usize;
+                        if c == previous {
+                            continue;
+                        }
+                        previous = c;
+                        let t = row[c];
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
                             return None;
                         }
@@ -768,7 +776,9 @@ fn representatives(rules: &Rules, inline: &[bool], callees: &Rows<u32>) -> Vec<u
     let mut class: Vec<u32> = (0..n as u32).collect();
     // 0: not seen, 1: on the walk's stack, 2: decided.
     let mut seen = vec![0u8; n];
-    let mut classes: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+    // Rules decided so far, by hash: the first one, and after each the next with its hash.
+    let mut first_with_hash: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut next_with_hash = vec![u32::MAX; n];
     let mut stack: Vec<(u32, usize)> = Vec::new();
     for first in std::iter::once(root).chain(0..n as u32) {
         if seen[first as usize] != 0 {
@@ -791,13 +801,30 @@ fn representatives(rules: &Rules, inline: &[bool], callees: &Rows<u32>) -> Vec<u
             let mut h = rustc_hash::FxHasher::default();
             h.write_u8(inlined as u8);
             hash_calls_as(body, &class, &mut h);
-            let same = classes.entry(h.finish()).or_default();
-            match same
-                .iter()
-                .find(|&&s| inline[s as usize] == inlined && equal_calls_as(&rules[s as usize].body, body, &class))
-            {
-                Some(&s) if r != root => class[r as usize] = s,
-                _ => same.push(r),
+            let mut s = *first_with_hash.entry(h.finish()).or_insert(r);
+            if s == r {
+                continue;
+            }
+            // The first equal rule; the root joins the list, as do rules equal to none.
+            let mut same = None;
+            loop {
+                if same.is_none()
+                    && inline[s as usize] == inlined
+                    && equal_calls_as(&rules[s as usize].body, body, &class)
+                {
+                    same = Some(s);
+                    if r != root {
+                        break;
+                    }
+                }
+                match next_with_hash[s as usize] {
+                    u32::MAX => break,
+                    next => s = next,
+                }
+            }
+            match same {
+                Some(same) if r != root => class[r as usize] = same,
+                _ => next_with_hash[s as usize] = r,
             }
         }
     }
