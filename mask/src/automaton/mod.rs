@@ -30,9 +30,31 @@ pub(crate) const DEAD: u32 = u32::MAX;
 /// The lead bytes of UTF-8 sequences, `0xC2..=0xF4`, in the last word of a byte set.
 const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
 
-/// The UTF-8 byte ranges of every non-ASCII character.
-static NON_ASCII_UTF8: std::sync::LazyLock<Vec<regex_syntax::utf8::Utf8Sequence>> =
-    std::sync::LazyLock::new(|| regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX).collect());
+/// The UTF-8 byte sequences of every non-ASCII character: their byte ranges, each once,
+/// and each sequence as indexes of its ranges.
+struct NonAsciiUtf8 {
+    ranges: Vec<(u8, u8)>,
+    sequences: Vec<Vec<usize>>,
+}
+
+static NON_ASCII_UTF8: std::sync::LazyLock<NonAsciiUtf8> = std::sync::LazyLock::new(|| {
+    let mut ranges: Vec<(u8, u8)> = Vec::new();
+    let sequences = regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX)
+        .map(|seq| {
+            seq.as_slice()
+                .iter()
+                .map(|r| match ranges.iter().position(|&x| x == (r.start, r.end)) {
+                    Some(i) => i,
+                    None => {
+                        ranges.push((r.start, r.end));
+                        ranges.len() - 1
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    NonAsciiUtf8 { ranges, sequences }
+});
 
 /// A set of at most 8 states, in insertion order (`insert` fails when full).
 #[derive(Default, Clone, Copy)]
@@ -133,6 +155,11 @@ pub(crate) struct ClassMap {
     pub of_byte: [u8; 256],
     /// The bytes of each class.
     pub bytes: Vec<[u64; 4]>,
+    /// The classes of the bytes of each range of [`NON_ASCII_UTF8`] (each class once):
+    /// range `i`'s are `utf8_classes[utf8_starts[i]..utf8_starts[i + 1]]`. A class need
+    /// not be a byte interval (see [`RuleDfa::merge_equal_classes`]).
+    utf8_classes: Vec<u8>,
+    utf8_starts: Vec<u16>,
 }
 
 impl ClassMap {
@@ -141,7 +168,30 @@ impl ClassMap {
         for b in 0..=255u8 {
             bytes[of_byte[b as usize] as usize][b as usize >> 6] |= 1 << (b & 63);
         }
-        ClassMap { of_byte, bytes }
+        // Classes numbered in byte order are intervals: a range's are consecutive.
+        let intervals = (1..256).fold(true, |ok, b| ok & (of_byte[b].wrapping_sub(of_byte[b - 1]) <= 1));
+        let (mut utf8_classes, mut utf8_starts) = (Vec::new(), vec![0u16]);
+        for &(lo, hi) in &NON_ASCII_UTF8.ranges {
+            if intervals {
+                utf8_classes.extend(of_byte[lo as usize]..=of_byte[hi as usize]);
+            } else {
+                let mut seen = [0u64; 4];
+                for b in lo..=hi {
+                    let c = of_byte[b as usize];
+                    if seen[c as usize >> 6] & 1 << (c & 63) == 0 {
+                        seen[c as usize >> 6] |= 1 << (c & 63);
+                        utf8_classes.push(c);
+                    }
+                }
+            }
+            utf8_starts.push(utf8_classes.len() as u16);
+        }
+        ClassMap { of_byte, bytes, utf8_classes, utf8_starts }
+    }
+
+    /// The classes of the bytes of range `i` of [`NON_ASCII_UTF8`].
+    fn utf8_range_classes(&self, i: usize) -> &[u8] {
+        &self.utf8_classes[self.utf8_starts[i] as usize..self.utf8_starts[i + 1] as usize]
     }
 
     pub fn len(&self) -> usize {
@@ -204,44 +254,33 @@ impl Automaton {
         self.simple[state as usize] || (origin == crate::earley::NO_ORIGIN && self.calls[state as usize].is_empty())
     }
 
-    /// Whether every non-ASCII character (its UTF-8 byte ranges: `seqs`) takes `state` to
-    /// `to`, each byte before the last into a state that predicts and completes nothing.
-    /// Conservative: `false` also when the bytes of one range lead to many states.
-    fn utf8_leads_to(&self, state: u32, to: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> bool {
-        self.utf8_targets(state, seqs).is_some_and(|t| t.as_slice() == [to])
+    /// Whether every non-ASCII character takes `state` to `to`, each byte before the last
+    /// into a state that predicts and completes nothing. Conservative: `false` also when
+    /// the bytes of one range lead to many states.
+    fn utf8_leads_to(&self, state: u32, to: u32) -> bool {
+        self.utf8_targets(state).is_some_and(|t| t.as_slice() == [to])
     }
 
-    /// The states every non-ASCII character (its UTF-8 byte ranges: `seqs`) takes `state`
-    /// to, each byte before the last into a state that predicts and completes nothing;
-    /// `None` when some character dies, or (conservative) when there are many states.
-    fn utf8_targets(&self, state: u32, seqs: &[regex_syntax::utf8::Utf8Sequence]) -> Option<SmallSet> {
+    /// The states every non-ASCII character takes `state` to, each byte before the last
+    /// into a state that predicts and completes nothing; `None` when some character dies,
+    /// or (conservative) when there are many states.
+    fn utf8_targets(&self, state: u32) -> Option<SmallSet> {
         // Most states (keys, numbers, literals) take no lead byte at all.
         let moves = &self.first_bytes[state as usize];
         if moves[3] & UTF8_LEADS != UTF8_LEADS {
             return None;
         }
         let mut targets = SmallSet::default();
-        for seq in seqs {
-            let ranges = seq.as_slice();
+        for seq in &NON_ASCII_UTF8.sequences {
             let mut states = SmallSet::default();
             states.insert(state)?;
-            for (i, r) in ranges.iter().enumerate() {
-                let last = i + 1 == ranges.len();
+            for (i, &range) in seq.iter().enumerate() {
+                let last = i + 1 == seq.len();
                 let mut next = SmallSet::default();
                 for &x in states.as_slice() {
-                    // Every byte of the range: a class need not be an interval (classes
-                    // that every state of a rule treats alike are merged, see
-                    // `RuleDfa::merge_equal_classes`), so the range's classes are looked
-                    // up one byte at a time (neighbours mostly share one).
                     let (row, classes) = (self.row(x as usize), self.classes(x as usize));
-                    let mut previous = usize::MAX;
-                    for b in r.start..=r.end {
-                        let c = classes.of_byte[b as usize] as usize;
-                        if c == previous {
-                            continue;
-                        }
-                        previous = c;
-                        let t = row[c];
+                    for &c in classes.utf8_range_classes(range) {
+                        let t = row[c as usize];
                         if t == DEAD || (!last && (self.is_final[t as usize] || !self.calls[t as usize].is_empty())) {
                             return None;
                         }
@@ -297,7 +336,7 @@ impl Automaton {
         let non_ascii_from = |s: u32| {
             let after = self.next(s, 0xC2);
             let to = if after == DEAD { DEAD } else { self.next(after, 0x80) };
-            reaches_from(to) && self.utf8_leads_to(s, to, &NON_ASCII_UTF8)
+            reaches_from(to) && self.utf8_leads_to(s, to)
         };
         let non_ascii = non_ascii_from(state) || self.callee_start(state).is_some_and(non_ascii_from);
         Some((ascii, non_ascii))
@@ -584,8 +623,7 @@ impl Automaton {
         a.run_len = compute_runs(&a, &succ, |_| true, |t| a.calls[t].is_empty());
         a.run_len_simple = compute_runs(&a, &succ, |_| true, |t| !a.is_final[t] && a.calls[t].is_empty());
         // Where each state's non-ASCII characters lead (computed once: it is not cheap).
-        let utf8_to: Vec<Option<SmallSet>> =
-            (0..a.n_states()).map(|s| a.utf8_targets(s as u32, &NON_ASCII_UTF8)).collect();
+        let utf8_to: Vec<Option<SmallSet>> = (0..a.n_states()).map(|s| a.utf8_targets(s as u32)).collect();
         let utf8_like_a: Vec<bool> = (0..a.n_states())
             .map(|s| succ[s] != DEAD && utf8_to[s].is_some_and(|t| t.as_slice() == [succ[s]]))
             .collect();
