@@ -149,7 +149,9 @@ pub(crate) struct Ctx<'o> {
     names: rustc_hash::FxHashSet<u64>,
     /// Per rule-name base, the next suffix to try (see `new_rule_name`).
     next_suffix: HashMap<String, u32>,
-    memo: HashMap<(Conj, usize), Option<RuleId>>,
+    /// Each conjunction's value rule (`None`: no value), per nesting depth (indented
+    /// output writes a value differently at each depth; compact output has only depth 0).
+    memo: Vec<HashMap<Conj, Option<RuleId>>>,
     warnings: Vec<Unenforced>,
     warned: std::collections::HashSet<(String, String)>,
     style: Style,
@@ -197,7 +199,7 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         g: Grammar::new(),
         names: Default::default(),
         next_suffix: HashMap::default(),
-        memo: HashMap::default(),
+        memo: Vec::new(),
         warnings: Vec::new(),
         warned: Default::default(),
         style: Style { ws: None, item_sep: String::new(), key_sep: String::new(), indent: None },
@@ -243,9 +245,9 @@ fn expr_weight(e: &Expr) -> usize {
 static TRUE: Value = Value::Bool(true);
 
 /// One member of an object's conjunction, as the object's grammar sees it.
-struct MemberObj {
+struct MemberObj<'o> {
     sid: Sid,
-    props: rustc_hash::FxHashSet<String>,
+    props: rustc_hash::FxHashSet<&'o str>,
     patterns: Vec<(String, Sid)>,
     additional: Option<Sid>,
     unevaluated: Option<Sid>,
@@ -384,21 +386,24 @@ impl<'o> Ctx<'o> {
     }
 
     fn sid(&mut self, loc: &Loc) -> Sid {
-        self.sid_with(loc, |c| c.res.value(loc))
+        match self.sid_of.get(loc) {
+            Some(&s) => s,
+            None => self.sid_with(loc.clone(), |c| c.res.value(loc)),
+        }
     }
 
     /// [`Ctx::sid`], finding the value at `loc`, when the location is new, with `value`
     /// (`None`: nothing there).
-    fn sid_with(&mut self, loc: &Loc, value: impl FnOnce(&Self) -> Option<&'o Value>) -> Sid {
-        if let Some(&s) = self.sid_of.get(loc) {
+    fn sid_with(&mut self, loc: Loc, value: impl FnOnce(&Self) -> Option<&'o Value>) -> Sid {
+        if let Some(&s) = self.sid_of.get(&loc) {
             return s;
         }
         let s = self.locs.len() as Sid;
         let value = value(self).unwrap_or(&TRUE);
+        self.drafts.push(self.res.info(&loc).1);
         self.locs.push(loc.clone());
         self.values.push(value);
-        self.drafts.push(self.res.info(loc).1);
-        self.sid_of.insert(loc.clone(), s);
+        self.sid_of.insert(loc, s);
         s
     }
 
@@ -473,7 +478,7 @@ impl<'o> Ctx<'o> {
         // The value from the parent's (a JSON pointer walk from the root is as deep as the
         // pointer).
         let value = |c: &Self| path.iter().try_fold(c.schema(sid), |v, t| crate::resolve::child_value(v, t));
-        let c = self.sid_with(&(doc, p), value);
+        let c = self.sid_with((doc, p), value);
         self.children.insert(key, c);
         c
     }
@@ -586,14 +591,13 @@ impl<'o> Ctx<'o> {
     /// The grammar of a value satisfying every member of `conj`, as a rule reference; None
     /// when no value can.
     fn value_rule(&mut self, conj: &Conj, depth: usize, name: Option<&str>) -> Result<Option<Expr>, SchemaError> {
-        let key = (conj.clone(), depth);
-        if let Some(r) = self.memo.get(&key) {
+        if let Some(r) = self.memo.get(depth).and_then(|m| m.get(conj)) {
             return Ok(r.map(Expr::Rule));
         }
         let ptr = conj.iter().next().map(|m| self.ptr(m.0)).unwrap_or_default();
         self.check_budget(&ptr)?;
         if self.style.indent.is_some() && depth > self.opts.max_indent_depth {
-            self.memo.insert(key, None);
+            self.remember(conj, depth, None);
             return Ok(None);
         }
         let base = match name {
@@ -603,7 +607,7 @@ impl<'o> Ctx<'o> {
         };
         let base = if depth > 0 { format!("{base}-d{depth}") } else { base };
         let id = self.add_rule(&base, Expr::Alt(vec![]));
-        self.memo.insert(key.clone(), Some(id));
+        self.remember(conj, depth, Some(id));
         self.depth += 1;
         let body = self.check_budget(&ptr).and_then(|()| self.value_body(conj, depth));
         self.depth -= 1;
@@ -619,8 +623,21 @@ impl<'o> Ctx<'o> {
                 Ok(Some(Expr::Rule(id)))
             }
             None => {
-                self.memo.insert(key, None);
+                self.remember(conj, depth, None);
                 Ok(None)
+            }
+        }
+    }
+
+    /// Remembers `conj`'s value rule at `depth` (see `Ctx::memo`).
+    fn remember(&mut self, conj: &Conj, depth: usize, rule: Option<RuleId>) {
+        if self.memo.len() <= depth {
+            self.memo.resize_with(depth + 1, HashMap::default);
+        }
+        match self.memo[depth].get_mut(conj) {
+            Some(known) => *known = rule,
+            None => {
+                self.memo[depth].insert(conj.clone(), rule);
             }
         }
     }
@@ -1976,7 +1993,7 @@ impl<'o> Ctx<'o> {
         let mut order: Vec<String> = Vec::new();
         // `order`'s names, for membership tests (a linear scan is quadratic in a schema of
         // 100,000 properties).
-        let mut in_order: rustc_hash::FxHashSet<String> = Default::default();
+        let mut in_order: rustc_hash::FxHashSet<&str> = Default::default();
         let mut required: BTreeSet<String> = BTreeSet::new();
         // `required` names in document order (the set above is for membership tests).
         let mut required_order: Vec<String> = Vec::new();
@@ -1994,8 +2011,8 @@ impl<'o> Ctx<'o> {
             let mut mo = MemberObj { sid, props: Default::default(), patterns: vec![], additional: None, unevaluated: None, property_names: None };
             if let Some(Value::Object(p)) = m.get("properties") {
                 for k in p.keys() {
-                    mo.props.insert(k.clone());
-                    if in_order.insert(k.clone()) {
+                    mo.props.insert(k);
+                    if in_order.insert(k) {
                         order.push(k.clone());
                     }
                 }
@@ -2057,7 +2074,7 @@ impl<'o> Ctx<'o> {
         }
         // Declared names: properties in order, then required, then dependency names.
         for r in &required_order {
-            if in_order.insert(r.clone()) {
+            if in_order.insert(r) {
                 order.push(r.clone());
             }
         }
@@ -2084,8 +2101,8 @@ impl<'o> Ctx<'o> {
             if rest.is_empty() {
                 return Ok(None);
             }
-            for n in &rest {
-                if in_order.insert(n.clone()) {
+            for n in names.iter().filter(|n| !required.contains(*n)) {
+                if in_order.insert(n) {
                     order.push(n.clone());
                 }
             }
@@ -2099,7 +2116,7 @@ impl<'o> Ctx<'o> {
             let mut forbidden = false;
             for mo in &members {
                 let mut matched = false;
-                if mo.props.contains(name) {
+                if mo.props.contains(name.as_str()) {
                     c.insert((self.child(mo.sid, &["properties", name]), false));
                     matched = true;
                 }

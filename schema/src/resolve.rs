@@ -34,8 +34,8 @@ pub(crate) struct Resources<'a> {
     anchors: HashMap<String, Loc>,
     /// Base URI and draft where they are set: each document's root, and wherever a
     /// subschema's `$id` or `$schema` changes them (a location takes its nearest
-    /// ancestor's, see [`Resources::info`]).
-    info: HashMap<Loc, (Url, Draft)>,
+    /// ancestor's, see [`Resources::info`]); per document, by pointer.
+    info: Vec<HashMap<String, (Url, Draft)>>,
     default_draft: Draft,
 }
 
@@ -132,7 +132,7 @@ impl<'a> Resources<'a> {
             doc_uris: Vec::new(),
             by_uri: HashMap::default(),
             anchors: HashMap::default(),
-            info: HashMap::default(),
+            info: Vec::new(),
             default_draft,
         };
         r.add_doc(DEFAULT_BASE, root);
@@ -146,7 +146,8 @@ impl<'a> Resources<'a> {
         self.doc_uris.push(normalize_uri(base.as_str()));
         self.docs.push(doc);
         let draft = self.default_draft;
-        self.info.insert((idx, String::new()), (base.clone(), draft));
+        self.info.push(HashMap::default());
+        self.info[idx].insert(String::new(), (base.clone(), draft));
         self.index(idx, &mut String::new(), doc, &base, draft);
         idx
     }
@@ -190,7 +191,7 @@ impl<'a> Resources<'a> {
             }
         }
         if draft != parent_draft || matches!(base, std::borrow::Cow::Owned(_)) {
-            self.info.insert((doc, ptr.clone()), (base.as_ref().clone(), draft));
+            self.info[doc].insert(ptr.clone(), (base.as_ref().clone(), draft));
         }
         let here = ptr.len();
         for (k, sub) in m {
@@ -231,14 +232,14 @@ impl<'a> Resources<'a> {
     /// Base URI and draft in force at a location: those of its nearest ancestor (or
     /// itself) that sets them.
     pub fn info(&self, loc: &Loc) -> &(Url, Draft) {
-        let mut key = (loc.0, loc.1.clone());
-        while !key.1.is_empty() {
-            if let Some(i) = self.info.get(&key) {
+        let (set, mut pointer) = (&self.info[loc.0], loc.1.as_str());
+        while !pointer.is_empty() {
+            if let Some(i) = set.get(pointer) {
                 return i;
             }
-            key.1.truncate(key.1.rfind('/').unwrap_or(0));
+            pointer = &pointer[..pointer.rfind('/').unwrap_or(0)];
         }
-        &self.info[&key] // every document's root is there (`add_doc`)
+        &set[""] // every document's root is there (`add_doc`)
     }
 
     /// Resolves `reference` found at `from`.
