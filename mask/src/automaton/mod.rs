@@ -1064,18 +1064,14 @@ fn recursive_rules(callees: &Rows<u32>) -> Vec<bool> {
                 low[parent as usize] = low[parent as usize].min(low[vu]);
             }
             if low[vu] == index[vu] {
-                let mut members = Vec::new();
-                loop {
-                    let w = scc_stack.pop().expect("v is on the stack");
+                // The component: `v` and what is above it on the stack.
+                let at = scc_stack.iter().rposition(|&w| w == v).expect("v is on the stack");
+                let members = &scc_stack[at..];
+                for &w in members {
                     on_stack[w as usize] = false;
-                    members.push(w);
-                    if w == v {
-                        break;
-                    }
+                    recursive[w as usize] |= members.len() > 1;
                 }
-                if members.len() > 1 {
-                    members.iter().for_each(|&w| recursive[w as usize] = true);
-                }
+                scc_stack.truncate(at);
             }
         }
     }
@@ -1664,43 +1660,53 @@ fn fixpoint_rules(a: &Automaton, successors: &Successors, terminals: bool) -> Ve
     let n_rules = a.rule_start.len();
     let mut flags = vec![false; n_rules];
     let mut reached = vec![false; a.n_states()];
-    let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
+    // Per rule, the states waiting for it: a list through `waiting`, `(state, next)`.
+    let mut first_waiting = vec![u32::MAX; n_rules];
+    let mut waiting: Vec<(u32, u32)> = Vec::new();
     let mut newly: Vec<u32> = Vec::new();
     let mut stack: Vec<u32> = Vec::new();
-    let mut explore =
-        |from: u32, flags: &mut Vec<bool>, waiting: &mut Vec<Vec<u32>>, newly: &mut Vec<u32>, stack: &mut Vec<u32>| {
-            stack.push(from);
-            while let Some(s) = stack.pop() {
-                let su = s as usize;
-                if std::mem::replace(&mut reached[su], true) {
-                    continue;
-                }
-                let rule = a.state_rule[su] as usize;
-                if a.is_final[su] && !flags[rule] {
-                    flags[rule] = true;
-                    newly.push(rule as u32);
-                }
-                if terminals {
-                    stack.extend(successors.of_state(s));
-                }
-                for &(callee, t) in &a.calls[su] {
-                    if flags[callee as usize] {
-                        stack.push(t);
-                    } else {
-                        waiting[callee as usize].push(t);
-                    }
+    let mut explore = |from: u32,
+                       flags: &mut Vec<bool>,
+                       waits: (&mut Vec<u32>, &mut Vec<(u32, u32)>),
+                       newly: &mut Vec<u32>,
+                       stack: &mut Vec<u32>| {
+        let (first_waiting, waiting) = waits;
+        stack.push(from);
+        while let Some(s) = stack.pop() {
+            let su = s as usize;
+            if std::mem::replace(&mut reached[su], true) {
+                continue;
+            }
+            let rule = a.state_rule[su] as usize;
+            if a.is_final[su] && !flags[rule] {
+                flags[rule] = true;
+                newly.push(rule as u32);
+            }
+            if terminals {
+                stack.extend(successors.of_state(s));
+            }
+            for &(callee, t) in &a.calls[su] {
+                if flags[callee as usize] {
+                    stack.push(t);
+                } else {
+                    waiting.push((t, first_waiting[callee as usize]));
+                    first_waiting[callee as usize] = waiting.len() as u32 - 1;
                 }
             }
-        };
+        }
+    };
     for r in 0..n_rules {
         let start = a.rule_start[r];
         if start != DEAD {
-            explore(start, &mut flags, &mut waiting, &mut newly, &mut stack);
+            explore(start, &mut flags, (&mut first_waiting, &mut waiting), &mut newly, &mut stack);
         }
     }
     while let Some(r) = newly.pop() {
-        for t in std::mem::take(&mut waiting[r as usize]) {
-            explore(t, &mut flags, &mut waiting, &mut newly, &mut stack);
+        let mut next = std::mem::replace(&mut first_waiting[r as usize], u32::MAX);
+        while next != u32::MAX {
+            let (t, after) = waiting[next as usize];
+            next = after;
+            explore(t, &mut flags, (&mut first_waiting, &mut waiting), &mut newly, &mut stack);
         }
     }
     flags
@@ -1911,16 +1917,14 @@ fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
     // Propagate along caller → callee edges with a worklist: a rule's set only grows, at
     // most 256 times, so this is linear in the edges (a fixed-point loop over all pairs
     // would be quadratic on long call chains).
-    let mut heirs: Vec<Vec<u32>> = vec![Vec::new(); n_rules];
-    for &(callee, caller) in &inherits {
-        heirs[caller as usize].push(callee);
-    }
+    let (mut first_heir, mut heirs) = (Vec::new(), Vec::new());
+    group_into_rows(n_rules, || inherits.iter().map(|&(callee, caller)| (caller, callee)), &mut first_heir, &mut heirs);
     let mut queued = vec![true; n_rules];
     let mut work: Vec<u32> = (0..n_rules as u32).collect();
     while let Some(caller) = work.pop() {
         queued[caller as usize] = false;
         let from = follow[caller as usize];
-        for &callee in &heirs[caller as usize] {
+        for &callee in &heirs[first_heir[caller as usize] as usize..first_heir[caller as usize + 1] as usize] {
             let to = &mut follow[callee as usize];
             let mut changed = false;
             for w in 0..4 {
