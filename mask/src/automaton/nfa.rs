@@ -29,6 +29,9 @@ pub(crate) struct Nfa {
     /// Built from a regex terminal, among others: their subset constructions are the ones
     /// that make equivalent states (a URI format: 623 states, 231 minimal).
     pub has_regex: bool,
+    /// How many of its states are stamped copies of a repeated body's minimal automaton
+    /// (see [`NfaBuilder::stamp`]).
+    pub stamped: usize,
 }
 
 impl Nfa {
@@ -37,7 +40,7 @@ impl Nfa {
     pub fn new(n_states: usize, edges: &[(u32, Edge)], accept: u32) -> Nfa {
         let (mut first, mut sorted) = (Vec::new(), Vec::new());
         super::group_into_rows(n_states, || edges.iter().copied(), &mut first, &mut sorted);
-        Nfa { edges: sorted, first, accept, has_regex: false }
+        Nfa { edges: sorted, first, accept, has_regex: false, stamped: 0 }
     }
 
     pub fn n_states(&self) -> usize {
@@ -58,6 +61,8 @@ impl Nfa {
 struct Parts {
     n_states: u32,
     edges: Vec<(u32, Edge)>,
+    /// States made by [`NfaBuilder::stamp`].
+    stamped: usize,
 }
 
 /// Expressions built in tail position, by structural hash: each with its entry and exit
@@ -147,6 +152,7 @@ impl<'a> NfaBuilder<'a> {
         self.rule_name.clone_from(&self.rules[rule.0 as usize].name);
         self.nfa.n_states = 0;
         self.nfa.edges.clear();
+        self.nfa.stamped = 0;
         self.fragments.clear();
         self.tails.clear();
         self.regex_met = false;
@@ -160,6 +166,7 @@ impl<'a> NfaBuilder<'a> {
             self.edge(end, Edge::Eps(exit));
         }
         self.built.has_regex = self.regex_met;
+        self.built.stamped = self.nfa.stamped;
         let Nfa { edges, first, .. } = &mut self.built;
         let parts = &self.nfa;
         super::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
@@ -516,6 +523,7 @@ impl<'a> NfaBuilder<'a> {
     /// A copy of `d` entered from `start`; returns its end state.
     fn stamp(&mut self, d: &MiniDfa, start: u32) -> Result<u32, CompileError> {
         let base = self.nfa.n_states;
+        self.nfa.stamped += d.finals.len() + 1;
         for _ in 0..d.finals.len() {
             self.new_state()?;
         }
