@@ -144,7 +144,7 @@ mod tests {
     fn decide(gbnf: &str) -> Vec<(String, String, bool)> {
         let grammar = stencil_grammar::parse_gbnf(gbnf).unwrap();
         let g = Rules::of(&grammar);
-        let calls = checked_callees(&g).unwrap();
+        let calls = checked_callees(g.iter().copied(), g.len(), None, |_, _| {}).unwrap();
         let inline = choose_inlined(&g, &calls.callees, &Regexes::default());
         let representative = representatives(&g, &inline, &calls.callees);
         let fused = choose_fused(&g, &calls, &inline, &representative);

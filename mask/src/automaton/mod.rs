@@ -22,7 +22,7 @@ use nfa::{Edge, Nfa, NfaBuilder, Regexes};
 use rustc_hash::FxHashMap;
 use sets::StateSets;
 use split::Rules;
-use stencil_grammar::{Expr, Grammar, RuleId, TokenName, TokenRef};
+use stencil_grammar::{Expr, Grammar, Rule, RuleId, TokenName, TokenRef};
 
 /// "No transition".
 pub(crate) const DEAD: u32 = u32::MAX;
@@ -433,11 +433,20 @@ impl Automaton {
         }
         // Splitting keeps every rule and its name, and follows no reference: the calls are
         // listed (and checked) once, after it.
+        // One walk over the grammar finds the calls and what to split (a big grammar's
+        // nodes are scattered in memory: each walk costs); the split rules' calls are
+        // found again.
         let regexes = Regexes::default();
-        let split = split::split_long_repetitions(grammar, limits, &regexes);
+        let mut needs_split = vec![false; grammar.rules.len()];
+        let unsplit = checked_callees(grammar.rules.iter(), grammar.rules.len(), None, |r, e| {
+            needs_split[r] |= split::needs_split(e, limits, &regexes)
+        })?;
+        let split = split::split_long_repetitions(grammar, &needs_split, limits, &regexes);
         let rules = Rules::new(grammar, &split);
         phase("split", String::new());
-        let calls = checked_callees(&rules)?;
+        let mut changed = vec![false; rules.len()];
+        split.changed().for_each(|r| changed[r] = true);
+        let calls = checked_callees(rules.iter().copied(), rules.len(), Some((&unsplit, &changed)), |_, _| {})?;
         let callees = &calls.callees;
         phase("callees", String::new());
         let n_rules = rules.len();
@@ -775,26 +784,44 @@ pub(super) struct Calls {
     pub tail: Rows<bool>,
 }
 
-/// Each rule's [`Calls`]; an error at a call of a rule that does not exist.
-fn checked_callees(rules: &Rules) -> Result<Calls, CompileError> {
-    fn walk(e: &Expr, tail: bool, calls: &mut Calls) {
+/// Each rule's [`Calls`]; an error at a call of a rule that does not exist. `visit` sees
+/// every node of each rule walked (with the rule's index). With `known`, the calls of
+/// the rules not `changed` are copied from those found before instead.
+#[inline(never)]
+fn checked_callees<'r>(
+    rules: impl Iterator<Item = &'r Rule>,
+    n_rules: usize,
+    known: Option<(&Calls, &[bool])>,
+    mut visit: impl FnMut(usize, &Expr),
+) -> Result<Calls, CompileError> {
+    fn walk(e: &Expr, tail: bool, calls: &mut Calls, visit: &mut dyn FnMut(&Expr)) {
+        visit(e);
         match e {
             Expr::Rule(id) => {
                 calls.callees.items.push(id.0);
                 calls.tail.items.push(tail);
             }
-            Expr::Seq(v) => v.iter().enumerate().for_each(|(i, x)| walk(x, tail && i + 1 == v.len(), calls)),
-            Expr::Alt(v) => v.iter().for_each(|x| walk(x, tail, calls)),
-            Expr::Repeat { expr, .. } => walk(expr, false, calls),
+            Expr::Seq(v) => v.iter().enumerate().for_each(|(i, x)| walk(x, tail && i + 1 == v.len(), calls, visit)),
+            Expr::Alt(v) => v.iter().for_each(|x| walk(x, tail, calls, visit)),
+            Expr::Repeat { expr, .. } => walk(expr, false, calls, visit),
             _ => {}
         }
     }
     let mut calls = Calls { callees: Rows::default(), tail: Rows::default() };
-    for rule in rules.iter() {
-        walk(&rule.body, true, &mut calls);
-        calls.callees.end_row();
-        calls.tail.end_row();
-        if let Some(&id) = calls.callees[calls.callees.len() - 1].iter().find(|&&id| id as usize >= rules.len()) {
+    for (r, rule) in rules.enumerate() {
+        match known {
+            Some((known, changed)) if !changed[r] => {
+                calls.callees.push_row(known.callees[r].iter().copied());
+                calls.tail.push_row(known.tail[r].iter().copied());
+                continue;
+            }
+            _ => {
+                walk(&rule.body, true, &mut calls, &mut |e| visit(r, e));
+                calls.callees.end_row();
+                calls.tail.end_row();
+            }
+        }
+        if let Some(&id) = calls.callees[r].iter().find(|&&id| id as usize >= n_rules) {
             return Err(CompileError::DanglingRule { rule: rule.name.clone(), id });
         }
     }

@@ -44,6 +44,13 @@ pub(crate) struct Split {
     rules: Vec<(usize, Rule)>,
 }
 
+impl Split {
+    /// The indexes of the rules it rewrote or added.
+    pub fn changed(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rules.iter().map(|(i, _)| *i)
+    }
+}
+
 /// The rules the automaton is built from: the grammar's, with [`Split`]'s in their places.
 /// Indexes like the grammar's rules (`rules[r].body`).
 pub(crate) struct Rules<'g> {
@@ -90,25 +97,22 @@ impl<'g> std::ops::Deref for Rules<'g> {
 
 /// The grammar's long repetitions split (nothing when it has none).
 /// Regex terminals are parsed through `regexes`, the compile's cache.
-pub(crate) fn split_long_repetitions(grammar: &Grammar, limits: &Limits, regexes: &Regexes) -> Split {
+/// `needs[r]`: rule `r` has a node that [`needs_split`] (found by the caller's walk).
+pub(crate) fn split_long_repetitions(grammar: &Grammar, needs: &[bool], limits: &Limits, regexes: &Regexes) -> Split {
     let mut s =
         Splitter { limits, regexes, shared: HashMap::new(), next_rule: grammar.rules.len(), split: Split::default() };
-    for (i, rule) in grammar.rules.iter().enumerate() {
-        if needs(&rule.body, limits, regexes) {
-            let body = s.rewrite(rule.body.clone(), &rule.name);
-            s.split.rules.push((i, Rule { name: rule.name.clone(), body, no_inline: rule.no_inline }));
-        }
+    for (i, rule) in grammar.rules.iter().enumerate().filter(|&(i, _)| needs[i]) {
+        let body = s.rewrite(rule.body.clone(), &rule.name);
+        s.split.rules.push((i, Rule { name: rule.name.clone(), body, no_inline: rule.no_inline }));
     }
     s.split
 }
 
-/// Whether `e` has a repetition to split (regex terminals included).
-fn needs(e: &Expr, limits: &Limits, regexes: &Regexes) -> bool {
+/// Whether the node `e` itself (not its children) is a repetition to split or a regex
+/// terminal to split or hoist.
+pub(crate) fn needs_split(e: &Expr, limits: &Limits, regexes: &Regexes) -> bool {
     match e {
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(|x| needs(x, limits, regexes)),
-        Expr::Repeat { expr, min, max } => {
-            splittable(expr, *min, *max, limits, regexes) || needs(expr, limits, regexes)
-        }
+        Expr::Repeat { expr, min, max } => splittable(expr, *min, *max, limits, regexes),
         Expr::Regex(p) => p.len() > HOIST_REGEX_LEN || regex_needs(p, limits, regexes).is_some(),
         _ => false,
     }
