@@ -431,11 +431,9 @@ impl Automaton {
         if grammar.root.0 as usize >= grammar.rules.len() {
             return Err(CompileError::DanglingRule { rule: "<root>".into(), id: grammar.root.0 });
         }
-        // Splitting keeps every rule and its name, and follows no reference: the calls are
-        // listed (and checked) once, after it.
         // One walk over the grammar finds the calls and what to split (a big grammar's
-        // nodes are scattered in memory: each walk costs); the split rules' calls are
-        // found again.
+        // nodes are scattered in memory: each walk costs). Splitting keeps every rule and
+        // its name and follows no reference; the split rules' calls are found again.
         let regexes = Regexes::default();
         let mut needs_split = vec![false; grammar.rules.len()];
         let unsplit = checked_callees(grammar.rules.iter(), grammar.rules.len(), None, |r, e| {
