@@ -2097,16 +2097,16 @@ impl<'o> Ctx<'o> {
         // property can carry them.
         let mut absent_groups: Vec<(Vec<String>, String, String)> = Vec::new();
         for (names, kw, p) in &node.not_required {
-            let rest: Vec<String> = names.iter().filter(|n| !required.contains(*n)).cloned().collect();
+            let rest: Vec<&String> = names.iter().filter(|n| !required.contains(*n)).collect();
             if rest.is_empty() {
                 return Ok(None);
             }
-            for n in names.iter().filter(|n| !required.contains(*n)) {
+            for &n in &rest {
                 if in_order.insert(n) {
                     order.push(n.clone());
                 }
             }
-            absent_groups.push((rest, kw.clone(), p.clone()));
+            absent_groups.push((rest.into_iter().cloned().collect(), kw.clone(), p.clone()));
         }
         let cd = self.child_depth(depth);
         // Value grammar of each declared name.

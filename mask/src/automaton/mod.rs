@@ -1159,6 +1159,17 @@ impl<T> Default for Rows<T> {
 }
 
 impl<T> Rows<T> {
+    /// `n` lists from `(list, item)` pairs, each list's items in the pairs' order (see
+    /// [`group_into_rows`]).
+    fn grouped<I: Iterator<Item = (u32, T)>>(n: usize, pairs: impl Fn() -> I) -> Self
+    where
+        T: Copy,
+    {
+        let mut rows = Rows { items: Vec::new(), starts: Vec::new() };
+        group_into_rows(n, pairs, &mut rows.starts, &mut rows.items);
+        rows
+    }
+
     /// `n` empty lists.
     fn empty(n: usize) -> Self {
         Rows { items: Vec::new(), starts: vec![0; n + 1] }
@@ -1334,8 +1345,8 @@ impl RuleDfa {
         std::mem::swap(self, merged);
     }
 
-    /// State `s`'s transitions as NFA edges (byte classes are byte intervals; neighbours
-    /// with one target merged).
+    /// State `s`'s transitions as NFA edges, byte by byte (neighbouring bytes with one
+    /// target make one edge).
     fn edges(&self, s: u32) -> Vec<Edge> {
         let row = &self.trans[s as usize * self.n_classes..(s as usize + 1) * self.n_classes];
         let mut out: Vec<Edge> = Vec::new();
@@ -1779,19 +1790,18 @@ fn trim(a: &mut Automaton, successors: &Successors, productive: &[bool]) {
     let n = a.n_states();
     a.calls.retain(|(r, _)| productive[*r as usize]);
     // Predecessors in compressed rows, then a search backwards from the final states.
-    let (mut pred_start, mut preds) = (Vec::new(), Vec::new());
     // Listed once (walked twice below; a chain of iterators per state was slower).
     let mut reversed = Vec::with_capacity(successors.targets.len() + a.calls.items.len());
     for s in 0..n as u32 {
         reversed.extend(successors.of_state(s).map(|t| (t, s)));
         reversed.extend(a.calls[s as usize].iter().map(|&(_, t)| (t, s)));
     }
-    group_into_rows(n, || reversed.iter().copied(), &mut pred_start, &mut preds);
+    let preds = Rows::grouped(n, || reversed.iter().copied());
     let mut live = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| a.is_final[s as usize]).collect();
     while let Some(s) = stack.pop() {
         if !std::mem::replace(&mut live[s as usize], true) {
-            stack.extend(&preds[pred_start[s as usize] as usize..pred_start[s as usize + 1] as usize]);
+            stack.extend(&preds[s as usize]);
         }
     }
     if live.iter().all(|&l| l) {
@@ -1946,14 +1956,13 @@ fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
     // Propagate along caller → callee edges with a worklist: a rule's set only grows, at
     // most 256 times, so this is linear in the edges (a fixed-point loop over all pairs
     // would be quadratic on long call chains).
-    let (mut first_heir, mut heirs) = (Vec::new(), Vec::new());
-    group_into_rows(n_rules, || inherits.iter().map(|&(callee, caller)| (caller, callee)), &mut first_heir, &mut heirs);
+    let heirs = Rows::grouped(n_rules, || inherits.iter().map(|&(callee, caller)| (caller, callee)));
     let mut queued = vec![true; n_rules];
     let mut work: Vec<u32> = (0..n_rules as u32).collect();
     while let Some(caller) = work.pop() {
         queued[caller as usize] = false;
         let from = follow[caller as usize];
-        for &callee in &heirs[first_heir[caller as usize] as usize..first_heir[caller as usize + 1] as usize] {
+        for &callee in &heirs[caller as usize] {
             let to = &mut follow[callee as usize];
             let mut changed = false;
             for w in 0..4 {
