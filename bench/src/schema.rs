@@ -763,7 +763,7 @@ struct Agg {
     first_mask: [Vec<u64>; 2],
     /// Stencil's compile split over its compiled schemas: [schema → IR, IR → automaton].
     split: [Vec<u64>; 2],
-    /// Mask samples over schemas whose instance both engines accept: [engine][phase].
+    /// Mask samples over schemas whose instance both engines accept: `[engine][phase]`.
     masks: [[Vec<Sample>; 2]; 2],
     /// Over the same schemas, per schema: compile CPU ns plus the CPU ns of every mask of
     /// the cold replay (see [`compile_plus_cold`]).

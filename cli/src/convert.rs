@@ -170,7 +170,7 @@ fn renumber(e: Expr, map: &HashMap<RuleId, RuleId>) -> Expr {
 /// - sequences lose their empty items, nested sequences and alternations are flattened;
 /// - the operand of a repetition that is not a single terminal or rule reference moves
 ///   into a rule of its own (so it counts as one symbol);
-/// - counts at or above the limit are split with helper rules (see [`split_counts`]).
+/// - counts at or above the limit are split with helper rules (see `Fit::split_counts`).
 pub fn for_llama_cpp(g: &Grammar) -> Grammar {
     fit_counts(g, MAX_COUNT, CHUNK)
 }

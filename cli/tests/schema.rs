@@ -560,10 +560,7 @@ fn validate_exits_2_on_unreadable_input_and_says_where() {
     // The other records are still checked.
     let out = stdout(&o);
     assert!(out.contains(&format!("{}:4: at /role: `enum`", broken.display())), "{out}");
-    assert!(
-        out.trim_end().ends_with("2 records in 1 file: 1 valid, 1 invalid, 1 unreadable (see stderr)"),
-        "{out}"
-    );
+    assert!(out.trim_end().ends_with("2 records in 1 file: 1 valid, 1 invalid, 1 unreadable (see stderr)"), "{out}");
 
     let not_json = scratch("not-json.json", b"{\"name\": ");
     let o = validate(&[not_json.clone(), instances("person", "valid")]);

@@ -248,7 +248,8 @@ fn huge_repetitions_fail_before_any_work() {
 /// they compile quickly, small, and keep their exact counts.
 #[test]
 fn long_repetitions_compile_small_and_exact() {
-    for src in [r#"root ::= (("a"{1000}){1000}){1000}"#, r#"root ::= ("abcdefghijklmnopqrstuvwxyz0123" [a-z]){0,100000}"#]
+    for src in
+        [r#"root ::= (("a"{1000}){1000}){1000}"#, r#"root ::= ("abcdefghijklmnopqrstuvwxyz0123" [a-z]){0,100000}"#]
     {
         let c = timed(src, Duration::from_secs(2), || compile(src)).unwrap();
         assert!(c.stats().states < 200_000, "{src}: {:?}", c.stats());

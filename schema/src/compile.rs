@@ -32,7 +32,6 @@ const T_ARR: u8 = 32;
 const T_OBJ: u8 = 64;
 const T_ALL: u8 = 127;
 
-
 fn type_bits(name: &str) -> Option<u8> {
     Some(match name {
         "null" => T_NULL,
@@ -80,10 +79,35 @@ fn json_eq(a: &Value, b: &Value) -> bool {
 
 /// Keywords that constrain nothing (annotations, structure handled elsewhere).
 const IGNORED: &[&str] = &[
-    "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$defs", "definitions", "$comment",
-    "$vocabulary", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-    "contentMediaType", "contentEncoding", "contentSchema", "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf",
-    "oneOf", "if", "then", "else",
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$defs",
+    "definitions",
+    "$comment",
+    "$vocabulary",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "if",
+    "then",
+    "else",
 ];
 
 #[derive(Default, Clone)]
@@ -225,7 +249,10 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         Some(Expr::Rule(id)) => ctx.g.root = id,
         Some(e) => ctx.g.root = ctx.g.add_rule("root", e),
         None => {
-            return Err(SchemaError::Unsatisfiable { pointer: String::new(), reason: "no JSON value satisfies it".into() })
+            return Err(SchemaError::Unsatisfiable {
+                pointer: String::new(),
+                reason: "no JSON value satisfies it".into(),
+            })
         }
     }
     Ok(CompiledSchema { grammar: ctx.g, warnings: ctx.warnings })
@@ -328,14 +355,19 @@ impl<'o> Ctx<'o> {
         }
         match o.whitespace {
             Whitespace::Compact => {
-                self.style =
-                    Style { ws: None, item_sep: o.item_separator.clone(), key_sep: o.key_separator.clone(), indent: None }
+                self.style = Style {
+                    ws: None,
+                    item_sep: o.item_separator.clone(),
+                    key_sep: o.key_separator.clone(),
+                    indent: None,
+                }
             }
             Whitespace::Flexible { max_run } => {
                 let ws = if max_run == 0 {
                     None
                 } else {
-                    let body = Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
+                    let body =
+                        Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
                     Some(Expr::Rule(self.g.add_rule("ws", body)))
                 };
                 self.names.insert(name_hash("ws"));
@@ -426,7 +458,11 @@ impl<'o> Ctx<'o> {
 
     /// The full-match language of the ECMA-262 `pattern`; an error names it at the
     /// pointer `at` gives (asked only then).
-    fn pattern_hir(&mut self, pattern: &str, at: impl FnOnce(&Self) -> String) -> Result<std::rc::Rc<Hir>, SchemaError> {
+    fn pattern_hir(
+        &mut self,
+        pattern: &str,
+        at: impl FnOnce(&Self) -> String,
+    ) -> Result<std::rc::Rc<Hir>, SchemaError> {
         if !self.patterns.contains_key(pattern) {
             self.patterns.insert(pattern.to_string(), full_match_hir(pattern).map(std::rc::Rc::new).map_err(|e| e.0));
         }
@@ -440,7 +476,12 @@ impl<'o> Ctx<'o> {
     }
 
     /// Whether `pattern` matches `name` (see [`Ctx::pattern_hir`] for `at`).
-    fn pattern_matches(&mut self, pattern: &str, name: &str, at: impl FnOnce(&Self) -> String) -> Result<bool, SchemaError> {
+    fn pattern_matches(
+        &mut self,
+        pattern: &str,
+        name: &str,
+        at: impl FnOnce(&Self) -> String,
+    ) -> Result<bool, SchemaError> {
         if !self.matchers.contains_key(pattern) {
             let hir = self.pattern_hir(pattern, at)?;
             self.matchers.insert(pattern.to_string(), hir_matcher(&hir));
@@ -513,7 +554,11 @@ impl<'o> Ctx<'o> {
             }),
             Mode::Lenient => {
                 if self.warned.insert((keyword.to_string(), pointer.to_string())) {
-                    self.warnings.push(Unenforced { keyword: keyword.into(), pointer: pointer.into(), reason: reason.into() });
+                    self.warnings.push(Unenforced {
+                        keyword: keyword.into(),
+                        pointer: pointer.into(),
+                        reason: reason.into(),
+                    });
                 }
                 Ok(())
             }
@@ -752,7 +797,11 @@ impl<'o> Ctx<'o> {
             Value::Object(m) => m,
             _ => {
                 let p = self.ptr(sid);
-                return Err(SchemaError::InvalidKeyword { keyword: "schema".into(), pointer: p, reason: "a schema must be an object or a boolean".into() });
+                return Err(SchemaError::InvalidKeyword {
+                    keyword: "schema".into(),
+                    pointer: p,
+                    reason: "a schema must be an object or a boolean".into(),
+                });
             }
         };
         // Most subschemas have no applicator: one pass over the keys instead of a lookup
@@ -768,7 +817,11 @@ impl<'o> Ctx<'o> {
             if let Some(r) = m.get(k) {
                 let Some(r) = r.as_str() else {
                     let p = self.ptr(sid);
-                    return Err(SchemaError::InvalidKeyword { keyword: k.into(), pointer: p, reason: "not a string".into() });
+                    return Err(SchemaError::InvalidKeyword {
+                        keyword: k.into(),
+                        pointer: p,
+                        reason: "not a string".into(),
+                    });
                 };
                 let t = self.ref_target(sid, k, r)?;
                 if dynamic {
@@ -792,7 +845,8 @@ impl<'o> Ctx<'o> {
                 let alts: Vec<Sid> = (0..arr.len()).map(|i| self.child(sid, &[k, &i.to_string()])).collect();
                 // oneOf of `{required: [...]}` branches: each branch also negates the others
                 // (an object missing one of their names), which is exact.
-                let exclusive = k == "oneOf" && alts.len() > 1 && alts.iter().all(|&a| required_only(self.schema(a)).is_some());
+                let exclusive =
+                    k == "oneOf" && alts.len() > 1 && alts.iter().all(|&a| required_only(self.schema(a)).is_some());
                 if exclusive {
                     let mut next = Vec::new();
                     for br in branches {
@@ -804,7 +858,10 @@ impl<'o> Ctx<'o> {
                             next.extend(bs);
                             if next.len() > self.opts.limits.max_branches {
                                 let p = self.ptr(sid);
-                                let reason = format!("more than {} combinations of {k} branches (limit max_branches)", self.opts.limits.max_branches);
+                                let reason = format!(
+                                    "more than {} combinations of {k} branches (limit max_branches)",
+                                    self.opts.limits.max_branches
+                                );
                                 return Err(SchemaError::TooLarge { pointer: p, reason });
                             }
                         }
@@ -822,7 +879,10 @@ impl<'o> Ctx<'o> {
                         next.extend(self.add_member(vec![br.clone()], (a, false))?);
                         if next.len() > self.opts.limits.max_branches {
                             let p = self.ptr(sid);
-                            let reason = format!("more than {} combinations of {k} branches (limit max_branches)", self.opts.limits.max_branches);
+                            let reason = format!(
+                                "more than {} combinations of {k} branches (limit max_branches)",
+                                self.opts.limits.max_branches
+                            );
                             return Err(SchemaError::TooLarge { pointer: p, reason });
                         }
                     }
@@ -871,7 +931,10 @@ impl<'o> Ctx<'o> {
         match v {
             Value::Bool(_) => true,
             Value::Object(m) => m.keys().all(|k| {
-                matches!(k.as_str(), "type" | "const" | "enum" | "title" | "description" | "$comment" | "default" | "examples")
+                matches!(
+                    k.as_str(),
+                    "type" | "const" | "enum" | "title" | "description" | "$comment" | "default" | "examples"
+                )
             }),
             _ => false,
         }
@@ -948,11 +1011,8 @@ impl<'o> Ctx<'o> {
     /// The keywords of a branch's members merged into one node; `None` when a negated
     /// member leaves no value.
     fn branch_node(&mut self, b: &Conj) -> Result<Option<Node>, SchemaError> {
-        let mut node = Node {
-            types: T_ALL,
-            num: NumCons { min: None, max: None, multiple_of: vec![] },
-            ..Default::default()
-        };
+        let mut node =
+            Node { types: T_ALL, num: NumCons { min: None, max: None, multiple_of: vec![] }, ..Default::default() };
         for &(sid, negated) in b {
             let v = self.schema(sid);
             if negated {
@@ -973,14 +1033,21 @@ impl<'o> Ctx<'o> {
                         // not (type ∧ values) = not type ∨ not values: only the single-keyword
                         // forms are exact; others are rejected by is_simple_negatable callers.
                         let t = m.get("type").map(types_of);
-                        let vals = m.get("const").map(|c| vec![c.clone()]).or_else(|| m.get("enum").and_then(Value::as_array).cloned());
+                        let vals = m
+                            .get("const")
+                            .map(|c| vec![c.clone()])
+                            .or_else(|| m.get("enum").and_then(Value::as_array).cloned());
                         match (t, vals) {
                             (None, None) => return Ok(None),
                             (Some(t), None) => node.not_types |= t,
                             (None, Some(vals)) => node.not_values.extend(vals),
                             (Some(t), Some(vals)) => {
                                 // not(type T and in V): exclude the values of V whose type is T.
-                                node.not_values.extend(vals.into_iter().filter(|x| value_type(x) & t != 0 || (t & T_INT != 0 && value_type(x) == T_INT)));
+                                node.not_values.extend(
+                                    vals.into_iter().filter(|x| {
+                                        value_type(x) & t != 0 || (t & T_INT != 0 && value_type(x) == T_INT)
+                                    }),
+                                );
                             }
                         }
                     }
@@ -1120,7 +1187,10 @@ impl<'o> Ctx<'o> {
                         Value::Array(a) => {
                             let mut t = 0;
                             for x in a {
-                                t |= x.as_str().and_then(type_bits).ok_or_else(|| self.invalid(sid, k, "unknown type"))?;
+                                t |= x
+                                    .as_str()
+                                    .and_then(type_bits)
+                                    .ok_or_else(|| self.invalid(sid, k, "unknown type"))?;
                             }
                             t
                         }
@@ -1143,7 +1213,10 @@ impl<'o> Ctx<'o> {
                     });
                 }
                 "minLength" | "maxLength" => {
-                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = v
+                        .as_f64()
+                        .filter(|f| *f >= 0.0)
+                        .ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
                     let n = n.ceil().min(u32::MAX as f64) as u64;
                     if !self.countable(sid, k, n)? {
                         continue;
@@ -1163,10 +1236,23 @@ impl<'o> Ctx<'o> {
                         if self.opts.assert_formats {
                             if crate::formats::format_hir(f).is_some() {
                                 node.str.formats.push((f.to_string(), ptr.clone()));
-                            } else if !matches!(f, "regex" | "iri" | "iri-reference" | "idn-hostname" | "idn-email" | "uri-template" | "unknown") {
+                            } else if !matches!(
+                                f,
+                                "regex"
+                                    | "iri"
+                                    | "iri-reference"
+                                    | "idn-hostname"
+                                    | "idn-email"
+                                    | "uri-template"
+                                    | "unknown"
+                            ) {
                                 // Unknown formats are annotations.
                             } else {
-                                node.unsupported.push(("format".into(), ptr.clone(), format!("format {f:?} has no grammar")));
+                                node.unsupported.push((
+                                    "format".into(),
+                                    ptr.clone(),
+                                    format!("format {f:?} has no grammar"),
+                                ));
                             }
                         }
                     }
@@ -1207,12 +1293,17 @@ impl<'o> Ctx<'o> {
                             Value::Bool(false) => {}
                             Value::Object(nm) => {
                                 let t = nm.get("type").map(types_of);
-                                let vals = nm.get("const").map(|c| vec![c.clone()]).or_else(|| nm.get("enum").and_then(Value::as_array).cloned());
+                                let vals = nm
+                                    .get("const")
+                                    .map(|c| vec![c.clone()])
+                                    .or_else(|| nm.get("enum").and_then(Value::as_array).cloned());
                                 match (t, vals) {
                                     (None, None) => node.types = 0,
                                     (Some(t), None) => node.not_types |= t,
                                     (None, Some(vals)) => node.not_values.extend(vals),
-                                    (Some(t), Some(vals)) => node.not_values.extend(vals.into_iter().filter(|x| value_type(x) & t != 0)),
+                                    (Some(t), Some(vals)) => {
+                                        node.not_values.extend(vals.into_iter().filter(|x| value_type(x) & t != 0))
+                                    }
                                 }
                             }
                             _ => {}
@@ -1227,7 +1318,11 @@ impl<'o> Ctx<'o> {
                             node.not_required.push((names, "not".into(), ptr.clone()));
                         }
                     } else {
-                        node.unsupported.push(("not".into(), ptr.clone(), "only `not` of type/const/enum is enforced".into()));
+                        node.unsupported.push((
+                            "not".into(),
+                            ptr.clone(),
+                            "only `not` of type/const/enum is enforced".into(),
+                        ));
                     }
                 }
                 _ => {}
@@ -1262,7 +1357,19 @@ impl<'o> Ctx<'o> {
         for &m in members {
             let Value::Object(map) = self.schema(m) else { continue };
             let annotation = |k: &str| {
-                matches!(k, "title" | "description" | "$comment" | "default" | "examples" | "$id" | "$schema" | "$anchor" | "$defs" | "definitions")
+                matches!(
+                    k,
+                    "title"
+                        | "description"
+                        | "$comment"
+                        | "default"
+                        | "examples"
+                        | "$id"
+                        | "$schema"
+                        | "$anchor"
+                        | "$defs"
+                        | "definitions"
+                )
             };
             let simple = map.keys().all(|k| matches!(k.as_str(), "type" | "enum" | "const") || annotation(k));
             if simple {
@@ -1283,7 +1390,11 @@ impl<'o> Ctx<'o> {
                 }
                 None => {
                     let p = self.ptr(m);
-                    self.unenforced("enum", &p, "the other keywords of this schema could not be checked against the enum values")?;
+                    self.unenforced(
+                        "enum",
+                        &p,
+                        "the other keywords of this schema could not be checked against the enum values",
+                    )?;
                 }
             }
         }
@@ -1456,7 +1567,8 @@ impl<'o> Ctx<'o> {
             let nonpos = hi.as_ref().is_some_and(|h| *h <= zero);
             let exact_bounds = lo.as_ref().is_none_or(|l| *l == zero || l.negative && !nonneg)
                 && hi.as_ref().is_none_or(|h| *h == zero || !h.negative && !nonpos);
-            let exact_bounds = exact_bounds && lo.as_ref().is_none_or(|l| *l == zero) && hi.as_ref().is_none_or(|h| *h == zero);
+            let exact_bounds =
+                exact_bounds && lo.as_ref().is_none_or(|l| *l == zero) && hi.as_ref().is_none_or(|h| *h == zero);
             if !exact_bounds {
                 self.unenforced("minimum", &ptr, "bounds combined with multipleOf over a wide range")?;
             }
@@ -1612,7 +1724,11 @@ impl<'o> Ctx<'o> {
                 self.unenforced(kw, p, "a second pattern/format on the same string")?;
                 exact = false;
             }
-            escape_hir(&h).map_err(|e| SchemaError::BadPattern { pointer: ptr.to_string(), pattern: String::new(), reason: e })?
+            escape_hir(&h).map_err(|e| SchemaError::BadPattern {
+                pointer: ptr.to_string(),
+                pattern: String::new(),
+                reason: e,
+            })?
         };
         let contents = hir_expr(content);
         Ok(if exact { Contents::Exact(contents) } else { Contents::Loosened(contents) })
@@ -1699,7 +1815,10 @@ impl<'o> Ctx<'o> {
             }
             for (k, slot_min) in [("minItems", true), ("maxItems", false)] {
                 if let Some(v) = m.get(k) {
-                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = v
+                        .as_f64()
+                        .filter(|f| *f >= 0.0)
+                        .ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
                     let n = n.ceil() as u64;
                     if !self.countable(sid, k, n)? {
                         continue;
@@ -1712,7 +1831,11 @@ impl<'o> Ctx<'o> {
                 }
             }
             if m.contains_key("contains") && draft >= Draft::Draft6 {
-                let min_c = m.get("minContains").and_then(Value::as_f64).map(|f| f.ceil() as u64).filter(|_| draft >= Draft::Draft201909);
+                let min_c = m
+                    .get("minContains")
+                    .and_then(Value::as_f64)
+                    .map(|f| f.ceil() as u64)
+                    .filter(|_| draft >= Draft::Draft201909);
                 if min_c == Some(0) {
                     // contains with minContains 0 constrains nothing (maxContains aside).
                 } else {
@@ -1787,7 +1910,11 @@ impl<'o> Ctx<'o> {
         if !contains.is_empty() {
             if contains.len() > 1 || !prefix_exprs.is_empty() || min_items > 1 || max_items.is_some() || rest_false {
                 let p = self.ptr(contains[0]);
-                self.unenforced("contains", &p, "contains together with prefix items, several contains, or item counts")?;
+                self.unenforced(
+                    "contains",
+                    &p,
+                    "contains together with prefix items, several contains, or item counts",
+                )?;
             } else {
                 let mut c = rest.clone();
                 c.insert((contains[0], false));
@@ -1818,7 +1945,11 @@ impl<'o> Ctx<'o> {
             if cap == Some(0) {
                 return if need == 0 { Some(Expr::Empty) } else { None };
             }
-            let more = Expr::repeat(seq(vec![sep.clone(), r.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap.map(|c| (c - 1).min(u32::MAX as u64) as u32));
+            let more = Expr::repeat(
+                seq(vec![sep.clone(), r.clone()]),
+                need.saturating_sub(1).min(u32::MAX as u64) as u32,
+                cap.map(|c| (c - 1).min(u32::MAX as u64) as u32),
+            );
             let one_or_more = seq(vec![if first { Expr::Empty } else { sep.clone() }, r, more]);
             if need == 0 {
                 Some(Expr::optional(one_or_more))
@@ -1856,7 +1987,13 @@ impl<'o> Ctx<'o> {
         if nonempty_possible {
             let ne = self.strip_empty(inner, can_be_empty);
             if let Some(ne) = ne {
-                alts.push(seq(vec![open.clone(), self.first_prefix(depth), ne, self.close_prefix(depth), close.clone()]));
+                alts.push(seq(vec![
+                    open.clone(),
+                    self.first_prefix(depth),
+                    ne,
+                    self.close_prefix(depth),
+                    close.clone(),
+                ]));
             }
         }
         if can_be_empty {
@@ -2008,7 +2145,14 @@ impl<'o> Ctx<'o> {
                 continue;
             }
             let ptr = self.ptr(sid);
-            let mut mo = MemberObj { sid, props: Default::default(), patterns: vec![], additional: None, unevaluated: None, property_names: None };
+            let mut mo = MemberObj {
+                sid,
+                props: Default::default(),
+                patterns: vec![],
+                additional: None,
+                unevaluated: None,
+                property_names: None,
+            };
             if let Some(Value::Object(p)) = m.get("properties") {
                 for k in p.keys() {
                     mo.props.insert(k);
@@ -2041,7 +2185,10 @@ impl<'o> Ctx<'o> {
             }
             for (k, slot_min) in [("minProperties", true), ("maxProperties", false)] {
                 if let Some(v) = m.get(k) {
-                    let n = v.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
+                    let n = v
+                        .as_f64()
+                        .filter(|f| *f >= 0.0)
+                        .ok_or_else(|| self.invalid(sid, k, "must be a non-negative integer"))?;
                     let n = n.ceil() as u64;
                     if slot_min {
                         min_props = min_props.max(n);
@@ -2051,13 +2198,18 @@ impl<'o> Ctx<'o> {
                 }
             }
             // `dependencies` (up to draft 7) is honoured in every draft, as validators do.
-            let dep_kw: Vec<&str> = if draft >= Draft::Draft201909 { vec!["dependentRequired", "dependentSchemas", "dependencies"] } else { vec!["dependencies"] };
+            let dep_kw: Vec<&str> = if draft >= Draft::Draft201909 {
+                vec!["dependentRequired", "dependentSchemas", "dependencies"]
+            } else {
+                vec!["dependencies"]
+            };
             for kw in dep_kw {
                 if let Some(Value::Object(d)) = m.get(kw) {
                     for (a, v) in d {
                         match v {
                             Value::Array(names) => {
-                                let names: Vec<String> = names.iter().filter_map(|x| x.as_str().map(String::from)).collect();
+                                let names: Vec<String> =
+                                    names.iter().filter_map(|x| x.as_str().map(String::from)).collect();
                                 if !names.is_empty() {
                                     deps.push((a.clone(), names));
                                 }
@@ -2153,14 +2305,16 @@ impl<'o> Ctx<'o> {
                 }
             }
         }
-        let absent_groups: Vec<(Vec<String>, String, String)> = absent_groups.into_iter().filter(|(g, _, _)| g.len() > 1).collect();
+        let absent_groups: Vec<(Vec<String>, String, String)> =
+            absent_groups.into_iter().filter(|(g, _, _)| g.len() > 1).collect();
         // Extra properties.
         let extras = self.extra_properties(&members, &order, cd)?;
         // The chain.
         let names: Vec<String> = declared.iter().map(|(n, _)| n.clone()).collect();
         let any_order = self.any_order(node, declared.len(), extras.is_some(), min_props, max_props)?;
         let index_of = |n: &String| names.iter().position(|x| x == n);
-        let absent: Vec<Vec<usize>> = absent_groups.iter().map(|(g, _, _)| g.iter().filter_map(index_of).collect()).collect();
+        let absent: Vec<Vec<usize>> =
+            absent_groups.iter().map(|(g, _, _)| g.iter().filter_map(index_of).collect()).collect();
         let relevant: Vec<usize> = {
             let mut r: Vec<usize> = Vec::new();
             for i in absent.iter().flatten() {
@@ -2193,11 +2347,7 @@ impl<'o> Ctx<'o> {
             }
         }
         let relevant: Vec<usize> = relevant.into_iter().take(12).collect();
-        let cap = if max_props.is_some() || min_props > 0 {
-            max_props.unwrap_or(0).max(min_props) + 1
-        } else {
-            0
-        };
+        let cap = if max_props.is_some() || min_props > 0 { max_props.unwrap_or(0).max(min_props) + 1 } else { 0 };
         if !any_order && cap > 64 && declared.len() > 64 {
             let p = self.ptr(node.members[0]);
             self.unenforced("maxProperties", &p, "counts above 64 with many properties")?;
@@ -2233,7 +2383,14 @@ impl<'o> Ctx<'o> {
     /// Whether this object's members may come in any order ([`PropertyOrder::Any`]): only
     /// up to `SchemaLimits::max_any_order_properties` declared names and 16 counted extra
     /// members. Above: an error (strict) or schema order with a warning (lenient).
-    fn any_order(&mut self, node: &Node, n: usize, extras: bool, min_props: u64, max_props: Option<u64>) -> Result<bool, SchemaError> {
+    fn any_order(
+        &mut self,
+        node: &Node,
+        n: usize,
+        extras: bool,
+        min_props: u64,
+        max_props: Option<u64>,
+    ) -> Result<bool, SchemaError> {
         if self.opts.property_order != PropertyOrder::Any {
             return Ok(false);
         }
@@ -2252,7 +2409,8 @@ impl<'o> Ctx<'o> {
         match self.opts.mode {
             Mode::Strict => Err(SchemaError::TooLarge { pointer, reason: format!("property order Any: {why}") }),
             Mode::Lenient => {
-                let reason = format!("property order Any is not applied ({why}): key order is fixed to schema order here");
+                let reason =
+                    format!("property order Any is not applied ({why}): key order is fixed to schema order here");
                 self.unenforced("properties", &pointer, &reason)?;
                 Ok(false)
             }
@@ -2290,7 +2448,9 @@ impl<'o> Ctx<'o> {
                 let mut v = can_close(set, e);
                 if !v && room(set, e) {
                     v = (has_extras && next_e(e) != e && viable[idx(set, next_e(e))])
-                        || (0..n).any(|i| set & (1 << i) == 0 && ch.declared[i].1.is_some() && viable[idx(set | (1 << i), e)]);
+                        || (0..n).any(|i| {
+                            set & (1 << i) == 0 && ch.declared[i].1.is_some() && viable[idx(set | (1 << i), e)]
+                        });
                 }
                 viable[idx(set, e)] = v;
             }
@@ -2342,7 +2502,11 @@ impl<'o> Ctx<'o> {
                 }
             }
             if can_close(set, e) {
-                alts.push(if any { seq(vec![self.close_prefix(d), lit("}")]) } else { seq(vec![self.empty_inside(), lit("}")]) });
+                alts.push(if any {
+                    seq(vec![self.close_prefix(d), lit("}")])
+                } else {
+                    seq(vec![self.empty_inside(), lit("}")])
+                });
             }
             let id = rule[idx(set, e)].expect("made above");
             self.g.set_body(id, Expr::Alt(alts));
@@ -2392,7 +2556,11 @@ impl<'o> Ctx<'o> {
                 if pattern_member.is_some() {
                     // Two members with patternProperties: keep extras out (narrower, said).
                     let p = self.ptr(*sid);
-                    self.unenforced("patternProperties", &p, "extra properties under patternProperties of several subschemas are not generated")?;
+                    self.unenforced(
+                        "patternProperties",
+                        &p,
+                        "extra properties under patternProperties of several subschemas are not generated",
+                    )?;
                     return Ok(None);
                 }
                 let add_false = add.is_some_and(|a| *self.schema(a) == Value::Bool(false));
@@ -2408,16 +2576,26 @@ impl<'o> Ctx<'o> {
                     Some(h) => {
                         if key_lang.is_some() {
                             let p = self.ptr(*pn);
-                            self.unenforced("propertyNames", &p, "extra properties under several propertyNames are not generated")?;
+                            self.unenforced(
+                                "propertyNames",
+                                &p,
+                                "extra properties under several propertyNames are not generated",
+                            )?;
                             return Ok(None);
                         }
                         // The extra names must avoid the declared ones.
-                        let Some(key) = self.key_minus_declared(&h, None, declared, *pn, "propertyNames")? else { return Ok(None) };
+                        let Some(key) = self.key_minus_declared(&h, None, declared, *pn, "propertyNames")? else {
+                            return Ok(None);
+                        };
                         key_lang = Some(key);
                     }
                     None => {
                         let p = self.ptr(*pn);
-                        self.unenforced("propertyNames", &p, "extra properties under this propertyNames are not generated")?;
+                        self.unenforced(
+                            "propertyNames",
+                            &p,
+                            "extra properties under this propertyNames are not generated",
+                        )?;
                         return Ok(None);
                     }
                 }
@@ -2431,7 +2609,11 @@ impl<'o> Ctx<'o> {
             // unless additionalProperties is false or a pattern matches every name.
             if key_lang.is_some() {
                 let p = self.ptr(sid);
-                self.unenforced("patternProperties", &p, "extra properties under both patternProperties and propertyNames are not generated")?;
+                self.unenforced(
+                    "patternProperties",
+                    &p,
+                    "extra properties under both patternProperties and propertyNames are not generated",
+                )?;
                 return Ok(None);
             }
             if !add_false {
@@ -2442,7 +2624,11 @@ impl<'o> Ctx<'o> {
                 }
                 if !universal {
                     let p = self.ptr(sid);
-                    self.unenforced("additionalProperties", &p, "extra properties matching no patternProperties pattern are not generated")?;
+                    self.unenforced(
+                        "additionalProperties",
+                        &p,
+                        "extra properties matching no patternProperties pattern are not generated",
+                    )?;
                 }
             }
             if patterns.len() > 1 {
@@ -2452,7 +2638,9 @@ impl<'o> Ctx<'o> {
             let mut alts = Vec::new();
             for (p, psid) in patterns {
                 let hir = self.pattern_hir(p, |c| c.ptr(sid))?;
-                let Some(key) = self.key_minus_declared(&hir, Some(p), declared, sid, "patternProperties")? else { continue };
+                let Some(key) = self.key_minus_declared(&hir, Some(p), declared, sid, "patternProperties")? else {
+                    continue;
+                };
                 let mut c = value_conj.clone();
                 c.insert((*psid, false));
                 let Some(v) = self.value_rule(&c, cd, None)? else { continue };
@@ -2477,7 +2665,14 @@ impl<'o> Ctx<'o> {
     /// warning) when the difference is too large. Any key at all is "any string but
     /// these", built as such: the derivatives of `.*` by each declared key grow with every
     /// character. `pattern`: the `patternProperties` pattern `h` comes from, if it does.
-    fn key_minus_declared(&mut self, h: &Hir, pattern: Option<&str>, declared: &[String], sid: Sid, keyword: &str) -> Result<Option<Expr>, SchemaError> {
+    fn key_minus_declared(
+        &mut self,
+        h: &Hir,
+        pattern: Option<&str>,
+        declared: &[String],
+        sid: Sid,
+        keyword: &str,
+    ) -> Result<Option<Expr>, SchemaError> {
         if crate::hirset::surely_universal(h) {
             return Ok(Some(self.string_not_in(declared)));
         }
@@ -2514,7 +2709,11 @@ impl<'o> Ctx<'o> {
                 Some(m) => Some(escaped(self, &m)?),
                 None => {
                     let p = self.ptr(sid);
-                    self.unenforced(keyword, &p, "extra names that a pattern shares with declared properties are not generated")?;
+                    self.unenforced(
+                        keyword,
+                        &p,
+                        "extra names that a pattern shares with declared properties are not generated",
+                    )?;
                     return Ok(None);
                 }
             }
@@ -2542,7 +2741,9 @@ impl<'o> Ctx<'o> {
                     // Draft 7 and before ignore the siblings of `$ref`; later drafts apply
                     // them too, which only annotations may be here.
                     let alone = self.draft(sid) <= Draft::Draft7
-                        || m.keys().all(|k| k == "$ref" || (IGNORED.contains(&k.as_str()) && !APPLICATORS.contains(&k.as_str())));
+                        || m.keys().all(|k| {
+                            k == "$ref" || (IGNORED.contains(&k.as_str()) && !APPLICATORS.contains(&k.as_str()))
+                        });
                     let Some(r) = r.as_str().filter(|_| alone && hops < 64) else { return Ok(None) };
                     let t = self.ref_target(sid, "$ref", r)?;
                     return self.simple_string_lang_at(t, hops + 1);
@@ -2563,8 +2764,14 @@ impl<'o> Ctx<'o> {
                         "maxLength" => max = v.as_u64(),
                         "minLength" => min = v.as_u64().unwrap_or(0),
                         "enum" | "const" => {
-                            let listed: Vec<&Value> = if k == "enum" { v.as_array().map(|a| a.iter().collect()).unwrap_or_default() } else { vec![v] };
-                            let Some(strings) = listed.iter().map(|x| x.as_str().map(String::from)).collect::<Option<Vec<String>>>() else {
+                            let listed: Vec<&Value> = if k == "enum" {
+                                v.as_array().map(|a| a.iter().collect()).unwrap_or_default()
+                            } else {
+                                vec![v]
+                            };
+                            let Some(strings) =
+                                listed.iter().map(|x| x.as_str().map(String::from)).collect::<Option<Vec<String>>>()
+                            else {
                                 return Ok(None);
                             };
                             names = Some(match names {
@@ -2724,7 +2931,11 @@ impl<'o> Ctx<'o> {
         };
         let sep = self.item_sep(d);
         let first = if any { sep.clone() } else { self.first_prefix(d) };
-        let more = Expr::repeat(seq(vec![sep, kv.clone()]), need.saturating_sub(1).min(u32::MAX as u64) as u32, cap_u.map(|c| c - 1));
+        let more = Expr::repeat(
+            seq(vec![sep, kv.clone()]),
+            need.saturating_sub(1).min(u32::MAX as u64) as u32,
+            cap_u.map(|c| c - 1),
+        );
         let some = seq(vec![first, kv.clone(), more, close]);
         if need > 0 {
             Some(some)
@@ -2772,7 +2983,10 @@ impl Sig {
     }
     fn effective_types(&self) -> u8 {
         match &self.values {
-            Some(v) => v.iter().fold(0, |t, x| t | value_type(x) | if value_type(x) == T_INT { T_INT } else { 0 }) & (self.types | if self.types & T_FRAC != 0 { T_INT } else { 0 }),
+            Some(v) => {
+                v.iter().fold(0, |t, x| t | value_type(x) | if value_type(x) == T_INT { T_INT } else { 0 })
+                    & (self.types | if self.types & T_FRAC != 0 { T_INT } else { 0 })
+            }
             None => self.types,
         }
     }
@@ -2833,7 +3047,18 @@ fn joins_unsafely(pattern: &str) -> bool {
 fn required_only(v: &Value) -> Option<Vec<String>> {
     let Value::Object(m) = v else { return None };
     let ok = m.keys().all(|k| {
-        matches!(k.as_str(), "required" | "title" | "description" | "$comment" | "default" | "examples" | "deprecated" | "readOnly" | "writeOnly")
+        matches!(
+            k.as_str(),
+            "required"
+                | "title"
+                | "description"
+                | "$comment"
+                | "default"
+                | "examples"
+                | "deprecated"
+                | "readOnly"
+                | "writeOnly"
+        )
     });
     if !ok {
         return None;

@@ -22,7 +22,8 @@ impl std::fmt::Display for PatternError {
     }
 }
 
-const ECMA_SPACE: &str = r"\t\n\x{B}\x{C}\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
+const ECMA_SPACE: &str =
+    r"\t\n\x{B}\x{C}\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
 const WORD: &str = r"0-9A-Za-z_";
 const DIGIT: &str = r"0-9";
 
@@ -35,7 +36,7 @@ fn hex(c: u32) -> String {
 }
 
 /// Translates an ECMA-262 pattern to `regex-syntax` syntax with the same meaning (anchors
-/// become `\A` and `\z`; use [`full_match_hir`] for a full-match language).
+/// become `\A` and `\z`; use `full_match_hir` for a full-match language).
 ///
 /// ```
 /// use stencil_schema::translate_pattern;

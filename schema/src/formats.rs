@@ -7,7 +7,8 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 const DATE: &str = r"(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)";
 // Leap seconds (`:60`) are refused: they are valid only at 23:59 UTC.
-const TIME: &str = r"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))";
+const TIME: &str =
+    r"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))";
 const DEC_OCTET: &str = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])";
 const UNRESERVED: &str = r"[A-Za-z0-9\-._~]";
 const PCT: &str = r"%[0-9A-Fa-f]{2}";
@@ -57,9 +58,11 @@ fn uri_parts() -> (String, String, String) {
     let authority = format!("{userinfo}{host}(?::[0-9]*)?");
     let segment = format!("{pchar}*");
     let segment_nz = format!("{pchar}+");
-    let hier = format!("(?://{authority}(?:/{segment})*|/(?:{segment_nz}(?:/{segment})*)?|{segment_nz}(?:/{segment})*|)");
+    let hier =
+        format!("(?://{authority}(?:/{segment})*|/(?:{segment_nz}(?:/{segment})*)?|{segment_nz}(?:/{segment})*|)");
     let segment_nz_nc = format!("(?:{UNRESERVED}|{PCT}|{SUB_DELIMS}|@)+");
-    let relative = format!("(?://{authority}(?:/{segment})*|/(?:{segment_nz}(?:/{segment})*)?|{segment_nz_nc}(?:/{segment})*|)");
+    let relative =
+        format!("(?://{authority}(?:/{segment})*|/(?:{segment_nz}(?:/{segment})*)?|{segment_nz_nc}(?:/{segment})*|)");
     (hier, query, relative)
 }
 
@@ -141,16 +144,44 @@ mod tests {
 
     #[test]
     fn formats() {
-        check("date", &["2024-02-29", "2000-02-29", "1999-12-31"], &["2023-02-29", "1900-02-29", "2024-13-01", "2024-04-31", "24-01-01"]);
+        check(
+            "date",
+            &["2024-02-29", "2000-02-29", "1999-12-31"],
+            &["2023-02-29", "1900-02-29", "2024-13-01", "2024-04-31", "24-01-01"],
+        );
         check("time", &["08:30:06Z", "23:59:59.123+05:30", "00:00:00z"], &["24:00:00Z", "08:30:06", "08:30:06+24:00"]);
-        check("date-time", &["1963-06-19T08:30:06.283185Z", "1963-06-19t08:30:06z"], &["1963-06-19 08:30:06Z", "1963-06-19T08:30:06"]);
+        check(
+            "date-time",
+            &["1963-06-19T08:30:06.283185Z", "1963-06-19t08:30:06z"],
+            &["1963-06-19 08:30:06Z", "1963-06-19T08:30:06"],
+        );
         check("duration", &["P4DT12H30M5S", "P1W", "PT1S", "P1Y2M"], &["P", "PT", "P1D2H", "P1Y2W", "4DT12H"]);
-        check("email", &["joe.bloggs@example.com", "te~st@example.com", "a@[127.0.0.1]"], &["2962", ".a@example.com", "a..b@example.com", "a@"]);
-        check("hostname", &["www.example.com", "a", "a--b.c", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk.com"], &["-a.com", "a-.com", "a..b", "", "xn--4gbwdl", "ab--c"]);
+        check(
+            "email",
+            &["joe.bloggs@example.com", "te~st@example.com", "a@[127.0.0.1]"],
+            &["2962", ".a@example.com", "a..b@example.com", "a@"],
+        );
+        check(
+            "hostname",
+            &["www.example.com", "a", "a--b.c", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk.com"],
+            &["-a.com", "a-.com", "a..b", "", "xn--4gbwdl", "ab--c"],
+        );
         check("ipv4", &["192.168.0.1", "0.0.0.0"], &["256.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5"]);
-        check("ipv6", &["::1", "::", "1:2:3:4:5:6:7:8", "::ffff:192.168.0.1", "1::8"], &["12345::", "1:2:3:4:5:6:7:8:9", ":1", "1:::2"]);
-        check("uuid", &["2EB8AA08-AA98-11EA-B4AA-73B441D16380"], &["2eb8aa08-aa98-11ea-b4aa-73b441d1638", "2eb8aa08aa9811eab4aa73b441d16380"]);
-        check("uri", &["http://foo.bar/?baz=qux#quux", "urn:isbn:0451450523", "http://[::1]:80/x"], &["//foo.bar", "\\\\WINDOWS", "http:// x", "x"]);
+        check(
+            "ipv6",
+            &["::1", "::", "1:2:3:4:5:6:7:8", "::ffff:192.168.0.1", "1::8"],
+            &["12345::", "1:2:3:4:5:6:7:8:9", ":1", "1:::2"],
+        );
+        check(
+            "uuid",
+            &["2EB8AA08-AA98-11EA-B4AA-73B441D16380"],
+            &["2eb8aa08-aa98-11ea-b4aa-73b441d1638", "2eb8aa08aa9811eab4aa73b441d16380"],
+        );
+        check(
+            "uri",
+            &["http://foo.bar/?baz=qux#quux", "urn:isbn:0451450523", "http://[::1]:80/x"],
+            &["//foo.bar", "\\\\WINDOWS", "http:// x", "x"],
+        );
         check("uri-reference", &["/abc", "#frag", "", "../x?y"], &["\\\\WINDOWS", "#frag#x", "a b"]);
     }
 }

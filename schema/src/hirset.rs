@@ -36,7 +36,12 @@ fn rest_of(v: &[Hir]) -> Hir {
 }
 
 fn decrement(min: u32, max: Option<u32>, sub: &Hir) -> Hir {
-    Hir::repetition(Repetition { min: min.saturating_sub(1), max: max.map(|m| m - 1), greedy: true, sub: Box::new(sub.clone()) })
+    Hir::repetition(Repetition {
+        min: min.saturating_sub(1),
+        max: max.map(|m| m - 1),
+        greedy: true,
+        sub: Box::new(sub.clone()),
+    })
 }
 
 fn unicode_class(c: &Class) -> Option<ClassUnicode> {

@@ -452,7 +452,8 @@ fn nonneg_between(lo: Option<(&Decimal, bool)>, hi: Option<(&Decimal, bool)>) ->
         }
     }
     // Integer part equal to lo's.
-    let same = hi.is_some_and(|(h, _)| lo.is_some() && h.int == lo_int) || (lo.is_none() && hi.is_some_and(|(h, _)| h.int == "0"));
+    let same = hi.is_some_and(|(h, _)| lo.is_some() && h.int == lo_int)
+        || (lo.is_none() && hi.is_some_and(|(h, _)| h.int == "0"));
     if let Some((l, incl)) = lo {
         if !same {
             let mut tails = vec![frac_gt(l.frac.as_bytes())];
@@ -555,8 +556,28 @@ mod tests {
 
     #[test]
     fn int_ranges_brute_force() {
-        let bounds: Vec<Option<i64>> =
-            vec![None, Some(-1000), Some(-101), Some(-100), Some(-99), Some(-10), Some(-9), Some(-1), Some(0), Some(1), Some(7), Some(9), Some(10), Some(11), Some(99), Some(100), Some(101), Some(250), Some(999), Some(1000)];
+        let bounds: Vec<Option<i64>> = vec![
+            None,
+            Some(-1000),
+            Some(-101),
+            Some(-100),
+            Some(-99),
+            Some(-10),
+            Some(-9),
+            Some(-1),
+            Some(0),
+            Some(1),
+            Some(7),
+            Some(9),
+            Some(10),
+            Some(11),
+            Some(99),
+            Some(100),
+            Some(101),
+            Some(250),
+            Some(999),
+            Some(1000),
+        ];
         for &lo in &bounds {
             for &hi in &bounds {
                 let dl = lo.map(|v| Decimal::parse(&v.to_string()).unwrap());
@@ -598,7 +619,8 @@ mod tests {
                 for (il, ih) in [(true, true), (false, false), (true, false)] {
                     let dl = lo.map(|v| Decimal::parse(v).unwrap());
                     let dh = hi.map(|v| Decimal::parse(v).unwrap());
-                    let Some(r) = number_regex_for_test(dl.as_ref().map(|d| (d, il)), dh.as_ref().map(|d| (d, ih))) else {
+                    let Some(r) = number_regex_for_test(dl.as_ref().map(|d| (d, il)), dh.as_ref().map(|d| (d, ih)))
+                    else {
                         // Documented gap: both bounds fractional with the same integer part.
                         let (a, b) = (dl.as_ref().unwrap(), dh.as_ref().unwrap());
                         assert!(a.int == b.int && a.negative == b.negative && !a.frac.is_empty(), "{lo:?} {hi:?}");
@@ -615,9 +637,11 @@ mod tests {
         }
     }
 
-    fn number_regex_for_test(min: Option<(&Decimal, bool)>, max: Option<(&Decimal, bool)>) -> Option<impl Fn(&str) -> bool> {
+    fn number_regex_for_test(
+        min: Option<(&Decimal, bool)>,
+        max: Option<(&Decimal, bool)>,
+    ) -> Option<impl Fn(&str) -> bool> {
         let r = re(&decimal_range_regex(min, max)?);
         Some(move |s: &str| r.is_match(s))
     }
 }
-

@@ -31,10 +31,7 @@ impl std::fmt::Display for ValidationIssue {
 struct RegistryRetriever(Arc<BTreeMap<String, Value>>);
 
 impl jsonschema::Retrieve for RegistryRetriever {
-    fn retrieve(
-        &self,
-        uri: &jsonschema::Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+    fn retrieve(&self, uri: &jsonschema::Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         let key = crate::resolve::normalize_uri(uri.as_str());
         self.0.get(&key).cloned().ok_or_else(|| format!("{key} is not in the registry").into())
     }
@@ -45,7 +42,11 @@ fn retriever(registry: &Registry) -> RegistryRetriever {
 }
 
 pub(crate) fn build_validator(schema: &Value, registry: &Registry) -> Result<jsonschema::Validator, String> {
-    jsonschema::options().with_retriever(retriever(registry)).should_validate_formats(true).build(schema).map_err(|e| e.to_string())
+    jsonschema::options()
+        .with_retriever(retriever(registry))
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| e.to_string())
 }
 
 /// Documents read once for many validators: a schema compile checks enum values against
@@ -58,7 +59,10 @@ pub(crate) struct PreparedDocs {
 
 impl PreparedDocs {
     /// `docs` under their URIs; anything else through `registry`.
-    pub fn new(docs: impl IntoIterator<Item = (String, Arc<Value>)>, registry: &Registry) -> Result<PreparedDocs, String> {
+    pub fn new(
+        docs: impl IntoIterator<Item = (String, Arc<Value>)>,
+        registry: &Registry,
+    ) -> Result<PreparedDocs, String> {
         let retriever = retriever(registry);
         let docs = docs.into_iter().map(|(uri, doc)| (crate::resolve::normalize_uri(&uri), doc));
         let registry = jsonschema::Registry::new()

@@ -1,7 +1,10 @@
-//! JSONSchemaBench (dev split) through the compiler, the mask and post-hoc validation.
+//! The conformance run: JSONSchemaBench (a split of third-party schemas, not in the
+//! repository) through the compiler, the mask and post-hoc validation.
 //!
-//! The normal run takes a deterministic sample (every 40th schema of each subset); with
-//! `STENCIL_FULL_BENCH=1` it takes all of them and writes the summary table to
+//! Not part of `cargo test` (`test = false` in Cargo.toml): `scripts/conformance.sh
+//! --corpus DIR [--step N]` runs it over the subset folders in `DIR`
+//! (`$STENCIL_JSONSCHEMABENCH`), every `N`th schema of each subset
+//! (`$STENCIL_CONFORMANCE_STEP`, default 1: all), prints the counts and writes the table to
 //! `$CARGO_TARGET_TMPDIR/jsonschemabench-summary.md`. Asserts: no panics, and no invalid
 //! instance accepted by the mask of a schema compiled without warnings (soundness).
 
@@ -39,15 +42,16 @@ struct Row {
 
 #[test]
 fn jsonschemabench() {
-    let full = std::env::var_os("STENCIL_FULL_BENCH").is_some();
-    let step = if full { 1 } else { 40 };
-    let corpus = common::corpus_dir();
-    let root = corpus.join("jsonschemabench");
-    assert!(root.is_dir(), "JSONSchemaBench is expected at {}", root.display());
+    let step: usize = match std::env::var("STENCIL_CONFORMANCE_STEP") {
+        Ok(s) => s.parse().ok().filter(|&n| n > 0).expect("STENCIL_CONFORMANCE_STEP: a whole number >= 1"),
+        Err(_) => 1,
+    };
+    let root = common::jsonschemabench_dir();
     let (vocab, tok) = common::smollm2();
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut unsound = Vec::new();
-    let mut subsets: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut subsets: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     subsets.sort();
     let registry = Registry::new();
     for sub in subsets {
@@ -64,7 +68,8 @@ fn jsonschemabench() {
             row.schemas += 1;
             let t0 = Instant::now();
             let strict = catch_unwind(AssertUnwindSafe(|| compile_schema(schema, &SchemaOptions::compact())));
-            let lenient = catch_unwind(AssertUnwindSafe(|| compile_schema(schema, &SchemaOptions::compact().lenient())));
+            let lenient =
+                catch_unwind(AssertUnwindSafe(|| compile_schema(schema, &SchemaOptions::compact().lenient())));
             row.max_compile = row.max_compile.max(t0.elapsed() / 2);
             let (Ok(strict), Ok(lenient)) = (strict, lenient) else {
                 row.panics += 1;
@@ -165,12 +170,11 @@ fn jsonschemabench() {
         total.max_compile = total.max_compile.max(r.max_compile);
     }
     writeln!(table, "{}", fmt_row("**all**", &total)).unwrap();
-    println!("JSONSchemaBench ({}):\n{table}", if full { "full" } else { "sample, every 40th schema" });
-    if full {
-        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("jsonschemabench-summary.md");
-        std::fs::write(&out, &table).unwrap();
-        println!("wrote {}", out.display());
-    }
+    let sample = if step == 1 { "every schema".to_string() } else { format!("every {step}th schema") };
+    println!("JSONSchemaBench at {} ({sample}):\n{table}", root.display());
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("jsonschemabench-summary.md");
+    std::fs::write(&out, &table).unwrap();
+    println!("wrote {}", out.display());
     for u in &unsound {
         println!("UNSOUND {u}");
     }

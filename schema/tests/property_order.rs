@@ -145,10 +145,7 @@ fn any_order_pretty() {
     });
     let g = engine(&schema, &any_order(SchemaOptions::pretty()));
     let (_, tok) = common::smollm2();
-    for text in [
-        "{\n  \"b\": {\n    \"d\": 1,\n    \"c\": 2\n  },\n  \"a\": 1\n}",
-        "{\n  \"a\": 1,\n  \"b\": {}\n}",
-    ] {
+    for text in ["{\n  \"b\": {\n    \"d\": 1,\n    \"c\": 2\n  },\n  \"a\": 1\n}", "{\n  \"a\": 1,\n  \"b\": {}\n}"] {
         assert!(common::mask_accepts(&g, &tok, text), "{text}");
     }
     assert!(!common::mask_accepts(&g, &tok, "{\n  \"b\": {},\n  \"a\": 1,\n  \"a\": 1\n}"));
@@ -174,7 +171,10 @@ fn any_order_limit_strict_error() {
         other => panic!("{other:?}"),
     }
     // A smaller limit.
-    let options = SchemaOptions { limits: SchemaLimits { max_any_order_properties: 2, ..Default::default() }, ..any_order(SchemaOptions::compact()) };
+    let options = SchemaOptions {
+        limits: SchemaLimits { max_any_order_properties: 2, ..Default::default() },
+        ..any_order(SchemaOptions::compact())
+    };
     assert!(matches!(compile_schema(&wide(3), &options), Err(SchemaError::TooLarge { .. })));
     // Counting many extras.
     let counted = json!({"type": "object", "properties": {"a": {}}, "maxProperties": 100});
@@ -212,7 +212,8 @@ fn one_of_required_branches_are_exclusive() {
     let (n, ok) = brute_force(schema, &[("foo", "1"), ("bar", "2"), ("baz", "3"), ("x", "4")], 4);
     assert!(ok > 0, "{ok} of {n}");
     // Without `type`: non-objects match both branches, so no value is valid but objects.
-    let schema = json!({"oneOf": [{"required": ["a"]}, {"required": ["b"], "description": "b"}, {"required": ["a", "c"]}]});
+    let schema =
+        json!({"oneOf": [{"required": ["a"]}, {"required": ["b"], "description": "b"}, {"required": ["a", "c"]}]});
     brute_force(schema.clone(), &[("a", "1"), ("b", "2"), ("c", "3"), ("x", "4")], 4);
     let g = engine(&schema, &SchemaOptions::compact());
     let (_, tok) = common::smollm2();
@@ -223,7 +224,11 @@ fn one_of_required_branches_are_exclusive() {
     assert!(common::mask_accepts(&g, &tok, r#"{"b":2,"x":4}"#));
     assert!(!common::mask_accepts(&g, &tok, r#"{"a":1,"b":2}"#));
     // A branch that another contains: never valid together.
-    brute_force(json!({"oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]}), &[("a", "1"), ("b", "2"), ("x", "3")], 3);
+    brute_force(
+        json!({"oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]}),
+        &[("a", "1"), ("b", "2"), ("x", "3")],
+        3,
+    );
 }
 
 #[test]

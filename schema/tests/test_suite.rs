@@ -39,10 +39,10 @@ struct Totals {
 }
 
 fn run(draft_dir: &str, draft: Draft) {
-    let corpus = common::corpus_dir();
-    let registry = common::suite_registry(&corpus);
+    let suite = common::suite_dir();
+    let registry = common::suite_registry(&suite);
     let (vocab, tok) = common::smollm2();
-    let dir = corpus.join("json-schema-test-suite/tests").join(draft_dir);
+    let dir = suite.join("tests").join(draft_dir);
     let mut results: BTreeMap<String, String> = BTreeMap::new();
     let mut t = Totals::default();
     let mut unsound: Vec<String> = Vec::new();

@@ -86,7 +86,12 @@ fn property_names_sharing_a_declared_name() {
     });
     check(
         schema,
-        &[(r#"{"ab":1,"a":"x"}"#, true), (r#"{"ac":null}"#, true), (r#"{"ab":1,"ab":2}"#, false), (r#"{"b":1}"#, false)],
+        &[
+            (r#"{"ab":1,"a":"x"}"#, true),
+            (r#"{"ac":null}"#, true),
+            (r#"{"ab":1,"ab":2}"#, false),
+            (r#"{"b":1}"#, false),
+        ],
     );
 }
 
@@ -119,7 +124,10 @@ fn whole_numbers_with_a_zero_fraction() {
     );
     check(json!({"type": "number", "multipleOf": 1}), &[("6000.0", true), ("-3.000", true), ("6000.5", false)]);
     check(json!({"type": "number", "multipleOf": 5}), &[("10.0", true), ("10.5", false), ("11.0", false)]);
-    check(json!({"type": "number", "multipleOf": 0.01}), &[("1.50", true), ("1.5", true), ("1.505", false), ("2.0100", true)]);
+    check(
+        json!({"type": "number", "multipleOf": 0.01}),
+        &[("1.50", true), ("1.5", true), ("1.505", false), ("2.0100", true)],
+    );
     check(json!({"type": "integer"}), &[("1.0", true), ("-7.00", true), ("1.5", false)]);
     check(json!({"type": "integer", "minimum": 1, "maximum": 3}), &[("2.0", true), ("4.0", false)]);
     check(json!({"type": "integer", "multipleOf": 3}), &[("9.0", true), ("10.0", false)]);
@@ -135,7 +143,8 @@ fn whole_numbers_with_a_zero_fraction() {
 /// (Handwritten/notnames9: `propertyNames` and `patternProperties` together).
 #[test]
 fn extra_properties_left_out_are_said() {
-    let both = json!({"type": "object", "propertyNames": {"pattern": "^a"}, "patternProperties": {"7": {"type": "object"}}});
+    let both =
+        json!({"type": "object", "propertyNames": {"pattern": "^a"}, "patternProperties": {"7": {"type": "object"}}});
     let c = compile_schema(&both, &SchemaOptions::compact().lenient()).unwrap();
     assert!(!c.warnings.is_empty());
     assert!(matches!(compile_schema(&both, &SchemaOptions::compact()), Err(SchemaError::UnsupportedKeyword { .. })));
@@ -144,7 +153,8 @@ fn extra_properties_left_out_are_said() {
     let c = compile_schema(&unmatched, &SchemaOptions::compact().lenient()).unwrap();
     assert!(c.warnings.iter().any(|w| w.keyword == "additionalProperties"), "{:?}", c.warnings);
     // With additionalProperties false nothing is left out.
-    let closed = json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": false});
+    let closed =
+        json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": false});
     assert!(compile_schema(&closed, &SchemaOptions::compact()).is_ok());
 }
 
@@ -260,6 +270,7 @@ fn property_names_through_a_ref_to_an_enum() {
             (r#"{"$ref":"x"}"#, false),
         ],
     );
-    let (_, warnings) = engine(&json!({"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": [1]}}}));
+    let (_, warnings) =
+        engine(&json!({"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": [1]}}}));
     assert!(warnings.iter().any(|w| w.contains("propertyNames")), "{warnings:?}");
 }

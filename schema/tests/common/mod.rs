@@ -9,25 +9,27 @@ use std::sync::Arc;
 use stencil_mask::{vocab::Tokenizer, CompiledGrammar, Matcher, Vocabulary};
 use stencil_schema::Registry;
 
-/// `$STENCIL_CORPUS`, else `../shared/corpus` next to the repository. Panics (never skips)
-/// when it is missing.
-pub fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("STENCIL_CORPUS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-    };
-    assert!(
-        dir.join("json-schema-test-suite").is_dir(),
-        "the test corpus is expected at {} (the repository's ../shared/corpus; set STENCIL_CORPUS to move it)",
-        dir.display()
-    );
+/// The vendored JSON-Schema-Test-Suite (`fixtures/json-schema-test-suite`, MIT; its
+/// `SOURCE.md` names the commit).
+pub fn suite_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/json-schema-test-suite")
+}
+
+/// The JSONSchemaBench split the conformance run reads: `$STENCIL_JSONSCHEMABENCH` (a
+/// folder of subset folders; `scripts/conformance.sh --corpus DIR` sets it). Panics (never
+/// skips) when it is missing: the data is third-party and not in the repository.
+pub fn jsonschemabench_dir() -> PathBuf {
+    let dir = std::env::var_os("STENCIL_JSONSCHEMABENCH")
+        .map(PathBuf::from)
+        .expect("STENCIL_JSONSCHEMABENCH is not set: run the conformance command, scripts/conformance.sh --corpus DIR");
+    assert!(dir.is_dir(), "JSONSchemaBench is expected at {} (scripts/conformance.sh --corpus DIR)", dir.display());
     dir
 }
 
 /// `remotes/` of the JSON-Schema-Test-Suite as served at `http://localhost:1234/`.
-pub fn suite_registry(corpus: &Path) -> Registry {
+pub fn suite_registry(suite: &Path) -> Registry {
     let mut reg = Registry::new();
-    let root = corpus.join("json-schema-test-suite/remotes");
+    let root = suite.join("remotes");
     let mut stack = vec![root.clone()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
