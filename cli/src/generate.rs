@@ -34,6 +34,8 @@ pub struct Options {
     pub overrides: Overrides,
     pub stream: bool,
     pub beams: Option<usize>,
+    /// Self-consistency or best-of-N over several samples.
+    pub selection: Option<crate::scaling::Selection>,
     pub threads: Option<u32>,
     pub n_ctx: u32,
     pub log: Option<PathBuf>,
@@ -120,10 +122,11 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
 
     let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
     let beams = opts.beams.unwrap_or(0);
+    let samples = opts.selection.as_ref().map_or(1, crate::scaling::Selection::n);
     let session_options = SessionOptions {
         n_ctx: opts.n_ctx,
         n_threads: threads,
-        n_seq_max: (2 * beams).max(1) as u32,
+        n_seq_max: (2 * beams).max(samples).max(1) as u32,
         ..Default::default()
     };
     let mut session = model.session(&session_options).map_err(runtime)?;
@@ -144,6 +147,15 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
         let best = results.first().ok_or_else(|| CliError::Usage("beam search returned nothing".into()))?;
         print_text(&best.text, true)?;
         return Ok(check_output(&best.text, best.finished, schema));
+    }
+
+    if let Some(selection) = &opts.selection {
+        let log = opts.log.as_deref();
+        let Some(chosen) = crate::scaling::run(selection, &mut session, &request, schema, log, opts.quiet)? else {
+            return Ok(crate::scaling::nothing_selected());
+        };
+        print_text(&chosen.text, true)?;
+        return Ok(check_output(&chosen.text, !is_cut(&chosen.stop_reason), schema));
     }
 
     let mut stdout = std::io::stdout().lock();
@@ -179,8 +191,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     if let Some(log) = &opts.log {
         append_line(log, &record.to_json_line())?;
     }
-    let complete = !matches!(generation.stop_reason, StopReason::Length | StopReason::ContextFull);
-    Ok(check_output(&generation.text, complete, schema))
+    Ok(check_output(&generation.text, !is_cut(&generation.stop_reason), schema))
 }
 
 /// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.
@@ -253,6 +264,11 @@ fn check_output(text: &str, complete: bool, schema: Option<&LoadedSchema>) -> Ex
     }
 }
 
+/// Cut short by a limit or the caller: the text may be incomplete.
+fn is_cut(reason: &StopReason) -> bool {
+    matches!(reason, StopReason::Length | StopReason::ContextFull | StopReason::Cancelled)
+}
+
 fn describe_stop(reason: &StopReason) -> String {
     match reason {
         StopReason::Eos => "end of generation token".into(),
@@ -260,6 +276,7 @@ fn describe_stop(reason: &StopReason) -> String {
         StopReason::Length => "--max-tokens reached".into(),
         StopReason::GrammarComplete => "grammar complete".into(),
         StopReason::ContextFull => "context full".into(),
+        StopReason::Cancelled => "cancelled".into(),
     }
 }
 

@@ -15,6 +15,7 @@ mod generate;
 mod models;
 mod rng;
 mod sample;
+mod scaling;
 mod source;
 mod text;
 mod tools;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use stencil_runtime::Extractor;
 use stencil_schema::{Mode, PropertyOrder, SchemaOptions, Whitespace};
 
 use crate::error::CliError;
@@ -107,7 +109,7 @@ enum Command {
     /// in sorted order. The schema is compiled once; JSONL files are streamed.
     ///
     /// With --format text, each failing record is reported on stdout as
-    /// FILE[:LINE]: at POINTER: `KEYWORD`: MESSAGE (POINTER is the JSON pointer into the
+    /// `FILE[:LINE]: at POINTER: KEYWORD: MESSAGE` (POINTER is the JSON pointer into the
     /// record; JSON documents have no LINE), records and files that cannot be read on
     /// stderr, and a summary line ends the report. --format json and --format junit write
     /// one JSON object or JUnit XML on stdout instead (see validate/README.md), and the
@@ -224,6 +226,38 @@ struct GenerateArgs {
     /// Beam search with N beams instead of sampling; prints the best beam.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
     beams: Option<u64>,
+    /// Self-consistency: decode N samples together (one batch per step) and print the one
+    /// whose answer most samples agree on; needs --vote, --vote-regex or --vote-last-line,
+    /// and sampling (--temperature > 0). Sample i is seeded with SEED + i.
+    #[arg(long = "n", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64),
+          conflicts_with_all = ["beams", "best_of", "stream", "tools"])]
+    samples: Option<u64>,
+    /// With --n: vote on the value at this JSON pointer of each (schema-constrained) output,
+    /// e.g. /answer.
+    #[arg(long, value_name = "POINTER", requires = "samples", conflicts_with_all = ["vote_regex", "vote_last_line"])]
+    vote: Option<String>,
+    /// With --n: vote on the first match of this regex in each output (its first group, if
+    /// it has one).
+    #[arg(long, value_name = "REGEX", requires = "samples", conflicts_with = "vote_last_line")]
+    vote_regex: Option<String>,
+    /// With --n: vote on each output's last non-empty line.
+    #[arg(long, requires = "samples")]
+    vote_last_line: bool,
+    /// With --n: answers that differ only in case are the same answer.
+    #[arg(long, requires = "samples")]
+    vote_ignore_case: bool,
+    /// With --n: decode every sample, even once the vote cannot change.
+    #[arg(long, requires = "samples")]
+    no_early_stop: bool,
+    /// Best-of-N: decode N samples together and print the best: valid under the schema,
+    /// then the highest --scorer score, then the highest mean token log-probability.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64),
+          conflicts_with_all = ["beams", "stream", "tools"])]
+    best_of: Option<u64>,
+    /// With --best-of: a shell command that gets a candidate on stdin and prints its score
+    /// (higher is better); a non-zero exit rejects the candidate.
+    #[arg(long, value_name = "CMD", requires = "best_of")]
+    scorer: Option<String>,
     /// CPU threads for llama.cpp (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
@@ -256,6 +290,32 @@ struct GenerateArgs {
     /// No progress bar and no summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
+}
+
+impl GenerateArgs {
+    /// --n with its vote, or --best-of with its scorer.
+    fn selection(&self) -> Result<Option<scaling::Selection>, CliError> {
+        if let Some(n) = self.samples {
+            let extractor = match (&self.vote, &self.vote_regex, self.vote_last_line) {
+                (Some(pointer), _, _) => Extractor::json_pointer(pointer),
+                (None, Some(regex), _) => Extractor::regex(regex),
+                (None, None, true) => Ok(Extractor::LastLine),
+                (None, None, false) => return Err(CliError::Usage(
+                    "--n needs what to vote on: --vote POINTER (e.g. /answer), --vote-regex REGEX or --vote-last-line"
+                        .into(),
+                )),
+            }
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+            let early_stop = !self.no_early_stop;
+            return Ok(Some(scaling::Selection::Vote {
+                n: n as usize,
+                extractor,
+                case_fold: self.vote_ignore_case,
+                early_stop,
+            }));
+        }
+        Ok(self.best_of.map(|n| scaling::Selection::BestOf { n: n as usize, scorer: self.scorer.clone() }))
+    }
 }
 
 fn parse_bias(s: &str) -> Result<(u32, f32), String> {
@@ -314,6 +374,7 @@ impl GenerateArgs {
             },
             stream: self.stream,
             beams: self.beams.map(|b| b as usize),
+            selection: self.selection()?,
             threads: self.threads,
             n_ctx: self.ctx_size,
             log: self.log.clone(),
@@ -365,7 +426,7 @@ pub struct SchemaShapeArgs {
     /// left to post-hoc validation); without it such a keyword is an error.
     #[arg(long, requires = "schema")]
     lenient: bool,
-    /// Whitespace between JSON tokens: none at all (compact: {"a":1,"b":[1,2]}), or optional
+    /// Whitespace between JSON tokens: none at all (compact: `{"a":1,"b":[1,2]}`), or optional
     /// runs of spaces, tabs and newlines around every structural character (flexible, the
     /// default).
     #[arg(long, value_enum, value_name = "STYLE", requires = "schema")]

@@ -103,3 +103,78 @@ fn beam_search_prints_the_best_valid_beam() {
     assert!(serde_json::from_slice::<Value>(&out.stdout).is_ok(), "{}", text(&out.stdout));
     assert!(text(&out.stderr).contains("beam 2:"), "{}", text(&out.stderr));
 }
+
+/// The majority answer, ties to the answer first seen (the documented tie-break).
+fn majority(answers: &[Option<String>]) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for a in answers.iter().flatten() {
+        match counts.iter_mut().find(|(x, _)| x == a) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((a.clone(), 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, c)| *c).max()?;
+    counts.into_iter().find(|(_, c)| *c == best).map(|(a, _)| a)
+}
+
+#[test]
+fn self_consistency_prints_the_majority_answer_and_logs_every_sample() {
+    let schema = fixtures().join("schemas/answer.json");
+    let log = scratch("vote.jsonl", b"");
+    let prompt = "Ana has 12 apples and gets 7 more. How many apples does she have? Answer in JSON.";
+    let args = ["--schema", schema.to_str().unwrap(), "--prompt", prompt, "--temperature", "0.9", "--seed", "3"];
+    let flags = ["--n", "4", "--vote", "/answer", "--no-early-stop", "--max-tokens", "200"];
+    let out = generate(&[&args[..], &flags[..], &["--log", log.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let line: Value = serde_json::from_str(std::fs::read_to_string(&log).unwrap().trim()).unwrap();
+    let samples = line["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 4);
+    let seeds: Vec<u64> = samples.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [3, 4, 5, 6], "sample i is seeded SEED + i");
+    // The oracle: each logged text's /answer, counted by hand.
+    let answers: Vec<Option<String>> = line["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| serde_json::from_str::<Value>(t.as_str().unwrap()).ok().and_then(|v| v["answer"].as_i64()))
+        .map(|a| a.map(|a| a.to_string()))
+        .collect();
+    let winner = majority(&answers).expect("an answer");
+    assert_eq!(line["selection"]["vote"]["winner"], winner.as_str());
+    assert_eq!(printed["answer"].as_i64().map(|a| a.to_string()), Some(winner));
+    let selected = line["selected"].as_u64().unwrap() as usize;
+    assert_eq!(line["texts"][selected].as_str().unwrap().trim(), text(&out.stdout).trim());
+
+    let missing = generate(&[&args[..], &["--n", "3"]].concat());
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("--vote POINTER"), "{}", text(&missing.stderr));
+}
+
+#[test]
+fn best_of_prints_the_valid_sample_the_scorer_ranks_first() {
+    let schema = fixtures().join("schemas/answer.json");
+    let log = scratch("best.jsonl", b"");
+    let prompt = "Ben has 9 coins and finds 4 more. How many coins now? Answer in JSON.";
+    let args = ["--schema", schema.to_str().unwrap(), "--prompt", prompt, "--temperature", "0.9", "--seed", "8"];
+    // The scorer: the candidate's length in bytes, so the longest valid sample wins.
+    let flags = ["--best-of", "3", "--scorer", "wc -c", "--max-tokens", "200", "--log", log.to_str().unwrap()];
+    let out = generate(&[&args[..], &flags[..]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line: Value = serde_json::from_str(std::fs::read_to_string(&log).unwrap().trim()).unwrap();
+    let schema_doc: Value = serde_json::from_str(&std::fs::read_to_string(&schema).unwrap()).unwrap();
+    let longest_valid = line["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .filter(|t| {
+            serde_json::from_str::<Value>(t)
+                .is_ok_and(|v| stencil_schema::validate(&schema_doc, &v, &Default::default()).is_ok())
+        })
+        .max_by_key(|t| t.len())
+        .expect("a valid sample");
+    assert_eq!(text(&out.stdout).trim_end(), longest_valid);
+    let reason = line["selection"]["decision"]["reason"].as_str().unwrap();
+    assert!(reason.contains("valid under the schema") && reason.contains("scorer"), "{reason}");
+}

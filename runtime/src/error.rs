@@ -29,6 +29,13 @@ pub enum RuntimeError {
     EmptyPrompt,
     #[error("the prompt ({prompt} tokens) and max_tokens ({max_tokens}) do not fit the context of {n_ctx} tokens")]
     ContextOverflow { prompt: usize, max_tokens: usize, n_ctx: u32 },
+    /// More sequences than the session can decode together.
+    #[error(
+        "{n} sequences cannot be decoded together: the session has {free} free sequences (SessionOptions::n_seq_max), \
+         and they need {needed} KV cells (prompt + n * max_tokens, with those already running) of the context's {n_ctx}; \
+         raise n_seq_max or the context size, or lower n or max_tokens"
+    )]
+    TooManySequences { n: usize, free: usize, needed: usize, n_ctx: usize },
     #[error("llama.cpp decode failed: {0}")]
     Decode(String),
     #[error(transparent)]

@@ -4,7 +4,10 @@
 //! the logits), open a [`Session`] (a llama.cpp context), and [`Session::generate`] text —
 //! free, or constrained by a grammar compiled against [`Model::vocab`] — with the sampling
 //! pipeline of `stencil-sampling`, stop strings, streaming, and a [`GenerationRecord`] of
-//! what ran. [`Session::beam_search`] keeps several beams, each inside the grammar.
+//! what ran. [`Session::generate_n`] decodes N samples of one request together, and a
+//! [`BatchDecoder`] any set of sequences (one llama.cpp batch per step, each sequence with
+//! its own matcher, sampler and stop state). [`Session::beam_search`] keeps several beams,
+//! each inside the grammar.
 //!
 //! ```no_run
 //! use stencil_runtime::{GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
@@ -20,18 +23,26 @@
 //! ```
 
 mod baseline;
+mod batch;
 mod beam;
 mod chat;
 mod error;
 mod model;
+pub mod select;
 mod session;
 mod telemetry;
 
 pub use baseline::BaselineRun;
+pub use batch::{sample_seed, BatchDecoder, SequenceHandle};
 pub use beam::{Beam, BeamParams};
 pub use chat::{ChatMessage, ChatTemplate};
 pub use error::{Result, RuntimeError};
 pub use model::{Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
+pub use select::{
+    canonical_json, canonical_number, self_consistency, Answer, AnswerRegex, BestOf, BestOfRun, Candidate, Cost,
+    ExtractError, Extractor, Normalizer, Ranked, Scorer, SelfConsistency, SelfConsistencyParams, Tally, Verifiers,
+    VoteOutcome,
+};
 pub use session::{GenerateRequest, Generation, Session};
 pub use stencil_sampling as sampling;
 pub use telemetry::{GenerationRecord, StopReason, Timings};

@@ -1,22 +1,23 @@
-//! A decoding session: one llama.cpp context, and the constrained decode loop.
+//! A decoding session: one llama.cpp context, what its KV cache holds, and the request and
+//! result types of a generation.
 //!
-//! Each step: the logits of the last position go through the sampling pipeline (with the
-//! grammar's mask), the token is accepted by the matcher, tokens the grammar forces are
-//! appended without sampling, and the step's tokens go through llama.cpp in one forward
-//! pass — while another thread computes the next mask, which depends only on the tokens.
+//! The decode loop itself is [`crate::BatchDecoder`]'s: each step, the logits of each
+//! sequence's last position go through the sampling pipeline (with the grammar's mask), the
+//! token is accepted by the matcher, tokens the grammar forces are appended without
+//! sampling, and every sequence's tokens go through llama.cpp in one forward pass — while
+//! another thread computes the next masks, which depend only on the tokens.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
-use stencil_mask::{bitmask, CompiledGrammar, Matcher, Vocabulary};
-use stencil_sampling::{Sampler, SamplingError, SamplingParams, StopStrings, TokenHistory, Utf8Stream};
+use stencil_mask::{CompiledGrammar, Vocabulary};
+use stencil_sampling::{SamplingParams, StopStrings, Utf8Stream};
 
 use crate::error::{Result, RuntimeError};
 use crate::model::{Model, Prompt, SessionOptions};
-use crate::telemetry::{GenerationRecord, StopReason, Timings};
+use crate::telemetry::{GenerationRecord, StopReason};
 
 /// What to generate.
 ///
@@ -75,6 +76,10 @@ pub struct Generation {
     pub text: String,
     /// Every generated token, forced ones included (EOS excluded).
     pub tokens: Vec<u32>,
+    /// Per token of `tokens`: its log-probability among the allowed tokens (after bias,
+    /// penalties and temperature; [`stencil_sampling::Sampler::logprob`]) when it was
+    /// sampled, `None` when the grammar forced it.
+    pub logprobs: Vec<Option<f32>>,
     pub stop_reason: StopReason,
     pub record: GenerationRecord,
 }
@@ -86,7 +91,7 @@ pub struct Session<'m> {
     pub(crate) options: SessionOptions,
     pub(crate) batch: LlamaBatch<'static>,
     /// The tokens in sequence 0 of the KV cache, in order.
-    cached: Vec<u32>,
+    pub(crate) cached: Vec<u32>,
 }
 
 impl<'m> Session<'m> {
@@ -101,149 +106,11 @@ impl<'m> Session<'m> {
     }
 
     /// Generates text for `request`, calling `on_text` with each piece of output as soon
-    /// as it is final (valid UTF-8, never part of a stop string).
+    /// as it is final (valid UTF-8, never part of a stop string). One sequence of the
+    /// multi-sequence loop ([`crate::BatchDecoder`]).
     pub fn generate(&mut self, request: &GenerateRequest, mut on_text: impl FnMut(&str)) -> Result<Generation> {
-        let started_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let start = Instant::now();
-        let params = &request.params;
-        let vocab = self.model.vocab().clone();
-        let mut sampler = Sampler::new(params.clone())?;
-        let mut matcher = match &request.grammar {
-            Some(g) => {
-                check_grammar_vocab(g, &vocab)?;
-                Some(Matcher::new(g.clone()))
-            }
-            None => None,
-        };
-        let prompt = self.prompt_tokens(&request.prompt, params.max_tokens as usize)?;
-        let mut history = TokenHistory::with_prompt(&prompt);
-        let mut mask = bitmask::new_mask(vocab.mask_width());
-        let free_mask = (params.ignore_eos && matcher.is_none()).then(|| all_but_eos(&vocab));
-
-        // The first mask is computed while the prompt is evaluated.
-        let mut mask_time = Duration::ZERO;
-        let (prefill, first_mask) = std::thread::scope(|s| {
-            let worker = s.spawn(|| timed_fill(matcher.as_mut(), &mut mask));
-            let prefill = self.prefill(&prompt);
-            (prefill, worker.join())
-        });
-        let cached_prompt_tokens = prefill?;
-        let prefill_time = start.elapsed();
-        mask_time += join_mask(first_mask)?;
-
-        let mut out = TextOutput::new(params.stop.clone());
-        let mut tokens = Vec::new();
-        let (mut forced, mut passes) = (0usize, 0usize);
-        let (mut sample_time, mut mask_wait) = (Duration::ZERO, Duration::ZERO);
-        let mut fallback_steps = 0usize;
-        let mut logits_index = self.batch.n_tokens() - 1;
-        let max_tokens = params.max_tokens as usize;
-        let decode_start = Instant::now();
-        let stop_reason = loop {
-            if tokens.len() >= max_tokens {
-                break StopReason::Length;
-            }
-            if let Some(m) = &matcher {
-                if m.must_end() {
-                    break StopReason::GrammarComplete;
-                }
-                if params.ignore_eos {
-                    clear_eos(&mut mask, &vocab);
-                }
-            }
-            let t = Instant::now();
-            let logits = self.ctx.get_logits_ith(logits_index);
-            let step_mask = if matcher.is_some() { Some(&mask[..]) } else { free_mask.as_deref() };
-            let token = match sampler.sample(logits, step_mask, &history) {
-                // Bias or penalties removed every token the grammar allows: the grammar
-                // wins, and the step takes the most likely allowed token.
-                Err(SamplingError::NoCandidates) if step_mask.is_some() => {
-                    fallback_steps += 1;
-                    masked_argmax(logits, step_mask.unwrap_or(&[])).ok_or(SamplingError::NoCandidates)?
-                }
-                other => other?,
-            };
-            sample_time += t.elapsed();
-            if vocab.is_eos(token) {
-                break StopReason::Eos;
-            }
-            let mut step = vec![token];
-            if let Some(m) = matcher.as_mut() {
-                m.accept_token(token)?;
-                if request.fast_forward {
-                    let room = max_tokens - tokens.len() - 1;
-                    let more = m.forced_tokens(room);
-                    m.accept_tokens(&more).map_err(|(_, e)| e)?;
-                    forced += more.len();
-                    step.extend(more);
-                }
-            }
-            let mut stopped = None;
-            for &tok in &step {
-                history.push(tok);
-                tokens.push(tok);
-                if vocab.is_text(tok) {
-                    if let Some(stop) = out.push(vocab.token_bytes(tok), &mut on_text) {
-                        stopped = Some(stop);
-                        break;
-                    }
-                }
-            }
-            if let Some(stop) = stopped {
-                break StopReason::Stop(stop);
-            }
-            if tokens.len() >= max_tokens {
-                break StopReason::Length;
-            }
-            if self.cached.len() + step.len() > self.ctx.n_ctx() as usize {
-                break StopReason::ContextFull;
-            }
-            // The forward pass for this step's tokens, with the next mask alongside.
-            let (decoded, next_mask) = std::thread::scope(|s| {
-                let worker = s.spawn(|| timed_fill(matcher.as_mut(), &mut mask));
-                let decoded = self.decode_tokens(&step);
-                let waited = Instant::now();
-                let r = worker.join();
-                (decoded, (r, waited.elapsed()))
-            });
-            decoded?;
-            passes += 1;
-            mask_time += join_mask(next_mask.0)?;
-            mask_wait += next_mask.1;
-            logits_index = self.batch.n_tokens() - 1;
-        };
-        let text = out.finish(&mut on_text, &stop_reason);
-        let decode_time = decode_start.elapsed();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let per_second = |n: usize, d: Duration| if d.is_zero() { 0.0 } else { n as f64 / d.as_secs_f64() };
-        let evaluated = prompt.len() - cached_prompt_tokens;
-        let record = GenerationRecord {
-            started_at,
-            model: self.model.info().clone(),
-            preset: request.preset.clone(),
-            params: params.clone(),
-            seed: sampler.seed(),
-            constraint: request.constraint_label.clone(),
-            stop_reason: stop_reason.clone(),
-            prompt_tokens: prompt.len(),
-            cached_prompt_tokens,
-            generated_tokens: tokens.len(),
-            forced_tokens: forced,
-            forward_passes: passes,
-            fallback_steps,
-            timings: Timings {
-                prefill_ms: ms(prefill_time),
-                decode_ms: ms(decode_time),
-                total_ms: ms(start.elapsed()),
-                mask_ms: ms(mask_time),
-                mask_ms_per_token: if tokens.is_empty() { 0.0 } else { ms(mask_time) / tokens.len() as f64 },
-                mask_wait_ms: ms(mask_wait),
-                sample_ms: ms(sample_time),
-                tokens_per_second: per_second(tokens.len(), decode_time),
-                prefill_tokens_per_second: per_second(evaluated, prefill_time),
-            },
-        };
-        Ok(Generation { text, tokens, stop_reason, record })
+        let mut samples = self.generate_n(request, 1, |_, piece| on_text(piece))?;
+        Ok(samples.pop().expect("one sample"))
     }
 
     /// Renders and tokenizes the prompt, checking that it and `max_tokens` fit.
@@ -264,33 +131,55 @@ impl<'m> Session<'m> {
     /// there; the batch then holds the last prompt token with its logits requested.
     /// Returns how many prompt tokens were reused.
     pub(crate) fn prefill(&mut self, prompt: &[u32]) -> Result<usize> {
+        self.prefill_seq(0, prompt)
+    }
+
+    /// Puts `prompt` in KV-cache sequence `seq`, reusing the longest prefix that sequence 0
+    /// holds (trimmed in place for sequence 0, copied for another); the batch then holds
+    /// the last prompt token with its logits requested. Returns how many prompt tokens were
+    /// reused. Other sequences are left as they are.
+    pub(crate) fn prefill_seq(&mut self, seq: i32, prompt: &[u32]) -> Result<usize> {
         let mut keep = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // The last prompt token is always evaluated again, for its logits.
         keep = keep.min(prompt.len() - 1);
-        let trimmed = self.ctx.clear_kv_cache_seq(None, Some(keep as u32), None).unwrap_or(false);
-        if !trimmed {
-            self.ctx.clear_kv_cache();
-            keep = 0;
+        if seq == 0 {
+            let trimmed = self.ctx.clear_kv_cache_seq(Some(0), Some(keep as u32), None).unwrap_or(false);
+            if !trimmed {
+                let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
+                keep = 0;
+            }
+            self.cached.truncate(keep);
+        } else {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            if keep > 0 && self.ctx.copy_kv_cache_seq(0, seq, None, Some(keep as u32)).is_err() {
+                keep = 0;
+            }
         }
-        self.cached.truncate(keep);
         let chunk = self.options.n_batch.max(1) as usize;
-        for piece in prompt[keep..].chunks(chunk) {
-            self.decode_tokens(piece)?;
+        for (i, piece) in prompt[keep..].chunks(chunk).enumerate() {
+            self.decode_seq(seq, keep + i * chunk, piece)?;
         }
         Ok(keep)
     }
 
     /// One forward pass over `tokens` (sequence 0), logits for the last one.
     pub(crate) fn decode_tokens(&mut self, tokens: &[u32]) -> Result<()> {
+        self.decode_seq(0, self.cached.len(), tokens)
+    }
+
+    /// One forward pass over `tokens` at positions `start..` of sequence `seq`, logits for
+    /// the last one (sequence 0's tokens are recorded as cached).
+    fn decode_seq(&mut self, seq: i32, start: usize, tokens: &[u32]) -> Result<()> {
         self.batch.clear();
-        let start = self.cached.len();
         for (i, &tok) in tokens.iter().enumerate() {
             self.batch
-                .add(LlamaToken(tok as i32), (start + i) as i32, &[0], i + 1 == tokens.len())
+                .add(LlamaToken(tok as i32), (start + i) as i32, &[seq], i + 1 == tokens.len())
                 .map_err(|e| RuntimeError::Decode(e.to_string()))?;
         }
         self.ctx.decode(&mut self.batch).map_err(|e| RuntimeError::Decode(e.to_string()))?;
-        self.cached.extend_from_slice(tokens);
+        if seq == 0 {
+            self.cached.extend_from_slice(tokens);
+        }
         Ok(())
     }
 
@@ -313,46 +202,6 @@ pub(crate) fn check_grammar_vocab(grammar: &CompiledGrammar, vocab: &Vocabulary)
         return Err(RuntimeError::GrammarVocabulary { grammar: ours.mask_width(), model: vocab.mask_width() });
     }
     Ok(())
-}
-
-/// Fills the next mask if there is a matcher, timing it.
-fn timed_fill(matcher: Option<&mut Matcher>, mask: &mut [u32]) -> Result<Duration> {
-    let start = Instant::now();
-    if let Some(m) = matcher {
-        m.fill_mask(mask)?;
-    }
-    Ok(start.elapsed())
-}
-
-fn join_mask(joined: std::thread::Result<Result<Duration>>) -> Result<Duration> {
-    joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
-
-/// The allowed token with the largest finite logit.
-fn masked_argmax(logits: &[f32], mask: &[u32]) -> Option<u32> {
-    bitmask::allowed(mask)
-        .filter_map(|id| logits.get(id as usize).filter(|l| l.is_finite()).map(|&l| (id, l)))
-        .fold(
-            None,
-            |best: Option<(u32, f32)>, (id, l)| if best.is_some_and(|(_, b)| b >= l) { best } else { Some((id, l)) },
-        )
-        .map(|(id, _)| id)
-}
-
-fn clear_eos(mask: &mut [u32], vocab: &Vocabulary) {
-    for &id in vocab.eos_ids() {
-        bitmask::clear(mask, id);
-    }
-}
-
-/// Every token but the end-of-generation ones (free text with `ignore_eos`).
-fn all_but_eos(vocab: &Vocabulary) -> Vec<u32> {
-    let mut mask = bitmask::new_mask(vocab.mask_width());
-    for id in 0..vocab.mask_width() as u32 {
-        bitmask::set(&mut mask, id);
-    }
-    clear_eos(&mut mask, vocab);
-    mask
 }
 
 /// The text bytes of `tokens` (control tokens have none).

@@ -22,6 +22,22 @@ pub enum StopReason {
     GrammarComplete,
     /// The context window is full.
     ContextFull,
+    /// The caller stopped it ([`crate::BatchDecoder::cancel`]: a vote already decided, a
+    /// client gone).
+    Cancelled,
+}
+
+impl StopReason {
+    /// The output ended where the model or the grammar ended it (not cut by a limit, a
+    /// stop string or the caller): a constrained output is then complete.
+    ///
+    /// ```
+    /// use stencil_runtime::StopReason;
+    /// assert!(StopReason::GrammarComplete.is_natural() && !StopReason::Length.is_natural());
+    /// ```
+    pub fn is_natural(&self) -> bool {
+        matches!(self, StopReason::Eos | StopReason::GrammarComplete)
+    }
 }
 
 /// Times of one generation, in milliseconds (wall clock).
@@ -74,6 +90,10 @@ pub struct GenerationRecord {
     /// Steps where logit bias or penalties had removed every token the grammar allows, so
     /// the most likely allowed token was taken instead (the grammar always wins).
     pub fallback_steps: usize,
+    /// Mean log-probability of the sampled tokens (forced ones have none), among the
+    /// allowed tokens after bias, penalties and temperature ([`stencil_sampling::Sampler::logprob`]):
+    /// what best-of-N ranks by. `None` when no token was sampled.
+    pub mean_logprob: Option<f64>,
     pub timings: Timings,
 }
 

@@ -214,6 +214,32 @@ impl Sampler {
         self.candidates.iter().map(|c| (c.id, scaled(c) - log_total)).collect()
     }
 
+    /// The log-probability of `token` on the same terms as
+    /// [`top_logprobs`](Sampler::top_logprobs) (stages 1–4, no truncation; temperature 1
+    /// when greedy): what best-of-N ranks candidates by. `None` when `token` is not allowed
+    /// or nothing can follow.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
+    ///
+    /// let mut sampler = Sampler::new(SamplingParams::greedy())?;
+    /// let lp = sampler.logprob(&[0.0, 0.0], None, &TokenHistory::new(), 1).unwrap();
+    /// assert!((lp - 0.5f64.ln()).abs() < 1e-12);
+    /// assert_eq!(sampler.logprob(&[0.0, 0.0], Some(&[0b01]), &TokenHistory::new(), 1), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn logprob(&mut self, logits: &[f32], mask: Option<&[u32]>, history: &TokenHistory, token: u32) -> Option<f64> {
+        self.prepare(logits, mask, history, false).ok()?;
+        let temperature = if self.params.is_greedy() { 1.0 } else { f64::from(self.params.temperature) };
+        let max = max_logit(&self.candidates);
+        let scaled = |c: &Candidate| (f64::from(c.logit) - max) / temperature;
+        let log_total = self.candidates.iter().map(|c| scaled(c).exp()).sum::<f64>().ln();
+        let chosen = self.candidates.binary_search_by_key(&token, |c| c.id).ok()?;
+        Some(scaled(&self.candidates[chosen]) - log_total)
+    }
+
     /// Stages 1–3: fills `candidates` with the allowed tokens above `-inf` after bias and
     /// penalties (NaN counts as `-inf`, `+inf` becomes `f32::MAX`), in increasing id order.
     /// With `greedy`, keeps only the best one instead.

@@ -1,0 +1,653 @@
+//! The multi-sequence decode loop: many sequences advanced together, one llama.cpp batch
+//! per step, each with its own matcher, sampler, history and stop state.
+//!
+//! A [`BatchDecoder`] borrows a [`Session`] and keeps a set of live sequences. Each has a
+//! KV-cache sequence of its own (samples of one prompt share the prompt's cells: the prompt
+//! is evaluated once and copied), and between steps each holds its *pending* tokens — the
+//! one it sampled and those the grammar forces after it. A [`step`](BatchDecoder::step)
+//! puts every live sequence's pending tokens in one batch (one row per token, logits for
+//! each sequence's last), runs the forward pass while another thread computes every
+//! sequence's next mask, then samples each sequence from its own logits row. Finished
+//! sequences leave the batch at once; their KV cells are freed when the next sequence is
+//! added, so that N samples decode bit for bit as N separate generations do (reused cells
+//! change llama.cpp's summation order, which a quantized model's logits show).
+//!
+//! Sampling right after the forward pass (not at the start of the next step) leaves no
+//! logits waiting between steps, so a sequence with a new prompt can be
+//! [`add`](BatchDecoder::add)ed at any time: its prefill is a forward pass of its own.
+//!
+//! [`Session::generate`] is this loop with one sequence; [`Session::generate_n`] runs N
+//! samples of one request.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use llama_cpp_2::token::LlamaToken;
+use stencil_mask::{bitmask, Matcher, Vocabulary};
+use stencil_sampling::{Sampler, SamplingError, TokenHistory};
+
+use crate::error::{Result, RuntimeError};
+use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
+use crate::telemetry::{GenerationRecord, StopReason, Timings};
+
+/// The seed of sample `index` of a request whose seed is `seed`: `seed + index` (wrapping).
+/// Sample 0 is the single generation with the same seed; each seed starts an independent
+/// ChaCha8 stream.
+///
+/// ```
+/// assert_eq!(stencil_runtime::sample_seed(7, 0), 7);
+/// assert_eq!(stencil_runtime::sample_seed(u64::MAX, 1), 0);
+/// ```
+pub fn sample_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_add(index as u64)
+}
+
+/// A sequence's handle: the order in which the decoder took it (0, 1, 2, ...).
+pub type SequenceHandle = usize;
+
+/// Several sequences decoded together on one [`Session`]: each [`step`](Self::step) is one
+/// llama.cpp batch with every live sequence's tokens (its sampled token and those its
+/// grammar forces), each sequence with its own KV-cache sequence, matcher, sampler, history
+/// and stop state; the next masks are computed on another thread during the forward pass.
+/// Sequences can be [`add`](Self::add)ed between steps (samples of one prompt share its
+/// evaluation: [`add_samples`](Self::add_samples)) and [`cancel`](Self::cancel)led.
+/// [`Session::generate`] and [`Session::generate_n`] run on it; see [`Session::batch`]
+/// for an example.
+pub struct BatchDecoder<'s, 'm> {
+    session: &'s mut Session<'m>,
+    live: Vec<Sequence>,
+    /// KV-cache sequence ids not in use (`0` last: it keeps the session's prompt cache).
+    free_seqs: Vec<i32>,
+    /// Free sequences whose cells are not cleared yet: they are cleared when a sequence is
+    /// added (or the decoder is dropped), so that the sequences still running never have
+    /// their tokens put in freed cells between other sequences' cells. Cell order changes
+    /// llama.cpp's summation order, and on quantized models rounding then shows in the
+    /// logits; without reuse, N samples decode exactly as N separate generations do.
+    stale_seqs: Vec<i32>,
+    /// KV cells promised to the live sequences (prompts + `max_tokens` each; a shared
+    /// prompt counted once).
+    reserved: usize,
+    next_handle: SequenceHandle,
+}
+
+/// One live sequence.
+struct Sequence {
+    handle: SequenceHandle,
+    /// Its KV-cache sequence id.
+    seq: i32,
+    request: Arc<GenerateRequest>,
+    sampler: Sampler,
+    matcher: Option<Matcher>,
+    /// The mask for the next sampling (computed during the forward pass).
+    mask: Vec<u32>,
+    /// Free text with `ignore_eos`: every token but EOS.
+    free_mask: Option<Arc<Vec<u32>>>,
+    history: TokenHistory,
+    out: TextOutput,
+    /// Final text not yet given to the caller's `on_text`.
+    unsent: String,
+    /// Why the sequence failed (its matcher or sampler); it then leaves the batch.
+    error: Option<RuntimeError>,
+    tokens: Vec<u32>,
+    logprobs: Vec<Option<f32>>,
+    /// Tokens to go through the next forward pass.
+    pending: Vec<u32>,
+    /// KV positions this sequence holds (prompt + decoded tokens).
+    n_past: usize,
+    logits_index: i32,
+    /// KV cells reserved for it (released when it finishes).
+    reserved: usize,
+    stop: Option<StopReason>,
+    stats: Stats,
+}
+
+/// What a sequence's record reports, gathered as it runs.
+#[derive(Default)]
+struct Stats {
+    started_at: f64,
+    start: Option<Instant>,
+    prefill: Duration,
+    decode_start: Option<Instant>,
+    prompt_tokens: usize,
+    cached_prompt_tokens: usize,
+    forced: usize,
+    passes: usize,
+    fallback_steps: usize,
+    sample: Duration,
+    mask: Duration,
+    mask_wait: Duration,
+    /// Sum of the sampled tokens' log-probabilities, and how many there were.
+    logprob_sum: f64,
+    sampled: usize,
+}
+
+impl<'m> Session<'m> {
+    /// A multi-sequence decoder over this session (see [`BatchDecoder`]).
+    ///
+    /// ```no_run
+    /// use stencil_runtime::{GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
+    /// let model = Model::load("model.gguf", &ModelOptions::default())?;
+    /// let mut session = model.session(&SessionOptions { n_seq_max: 4, ..SessionOptions::default() })?;
+    /// let request = GenerateRequest::new(Prompt::Text("Once upon a time".into()));
+    /// let mut batch = session.batch();
+    /// let samples = batch.add_samples(&request, 3)?; // handles 0, 1, 2
+    /// let other = batch.add(&GenerateRequest::new(Prompt::Text("Dear diary,".into())))?;
+    /// let mut done = Vec::new();
+    /// while !batch.is_idle() {
+    ///     done.extend(batch.step(|handle, piece| println!("{handle}: {piece}"))?);
+    /// }
+    /// assert_eq!(done.len(), samples.len() + 1);
+    /// # let _ = other;
+    /// # Ok::<(), stencil_runtime::RuntimeError>(())
+    /// ```
+    pub fn batch(&mut self) -> BatchDecoder<'_, 'm> {
+        let n = self.options.n_seq_max.max(1) as i32;
+        BatchDecoder {
+            session: self,
+            live: Vec::new(),
+            free_seqs: (0..n).rev().collect(),
+            stale_seqs: Vec::new(),
+            reserved: 0,
+            next_handle: 0,
+        }
+    }
+
+    /// `n` samples of `request` decoded together: the prompt evaluated once, its KV cells
+    /// shared by `n` sequences, one batch per step. Sample `i` is seeded with
+    /// [`sample_seed`]`(seed, i)`, where `seed` is the request's (or one drawn at random,
+    /// in every record). `on_text(i, piece)` streams sample `i`. Returns the samples in
+    /// order. Needs `n <= n_seq_max` and the prompt plus `n * max_tokens` within the
+    /// context ([`RuntimeError::TooManySequences`] otherwise).
+    pub fn generate_n(
+        &mut self,
+        request: &GenerateRequest,
+        n: usize,
+        mut on_text: impl FnMut(usize, &str),
+    ) -> Result<Vec<Generation>> {
+        let mut batch = self.batch();
+        let handles = batch.add_samples(request, n)?;
+        let mut done: Vec<Option<Result<Generation>>> = (0..n).map(|_| None).collect();
+        let first = handles.first().copied().unwrap_or(0);
+        for (handle, result) in batch.take_finished(|h, piece| on_text(h - first, piece)) {
+            done[handle - first] = Some(result);
+        }
+        while !batch.is_idle() {
+            for (handle, result) in batch.step(|h, piece| on_text(h - first, piece))? {
+                done[handle - first] = Some(result);
+            }
+        }
+        done.into_iter().map(|g| g.expect("every sample finishes")).collect()
+    }
+}
+
+impl<'m> BatchDecoder<'_, 'm> {
+    /// No live sequence.
+    pub fn is_idle(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Live sequences.
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    /// KV-cache sequences still free (each [`add`](Self::add) takes one).
+    pub fn free_sequences(&self) -> usize {
+        self.free_seqs.len()
+    }
+
+    /// Adds one sequence with its own prompt: evaluates the prompt (reusing the session's
+    /// cached prefix when it gets sequence 0) and samples its first token. Returns its
+    /// handle; it may already be finished (see [`take_finished`](Self::take_finished)).
+    pub fn add(&mut self, request: &GenerateRequest) -> Result<SequenceHandle> {
+        Ok(self.add_samples(request, 1)?[0])
+    }
+
+    /// Adds `n` samples of `request` sharing one evaluation of its prompt (see
+    /// [`Session::generate_n`] for the seeds). Returns their handles, in sample order.
+    pub fn add_samples(&mut self, request: &GenerateRequest, n: usize) -> Result<Vec<SequenceHandle>> {
+        let started_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let start = Instant::now();
+        let vocab = self.session.model.vocab().clone();
+        if let Some(g) = &request.grammar {
+            check_grammar_vocab(g, &vocab)?;
+        }
+        let max_tokens = request.params.max_tokens as usize;
+        let prompt = self.session.prompt_tokens(&request.prompt, max_tokens)?;
+        let n_ctx = self.session.ctx.n_ctx() as usize;
+        // A lone sequence may run into the end of the context (it then stops with
+        // `ContextFull`); sequences that share it must all fit.
+        let lone = n == 1 && self.live.is_empty();
+        let cells = (prompt.len() + n * max_tokens).min(if lone { n_ctx } else { usize::MAX });
+        if n == 0 || n > self.free_seqs.len() || self.reserved + cells > n_ctx {
+            return Err(RuntimeError::TooManySequences {
+                n,
+                free: self.free_seqs.len(),
+                needed: self.reserved + cells,
+                n_ctx,
+            });
+        }
+        // Sampler first: a bad parameter fails before any work.
+        let base_seed = Sampler::new(request.params.clone())?.seed();
+        for seq in std::mem::take(&mut self.stale_seqs) {
+            let _ = self.session.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+        }
+        let request = Arc::new(request.clone());
+        let seqs: Vec<i32> = (0..n).map(|_| self.free_seqs.pop().expect("checked above")).collect();
+
+        // The prompt into the first sequence, the first mask alongside.
+        let mut matcher = request.grammar.clone().map(Matcher::new);
+        let mut mask = bitmask::new_mask(vocab.mask_width());
+        let (prefill, first_mask) = std::thread::scope(|s| {
+            let worker = s.spawn(|| timed_fill(matcher.as_mut(), &mut mask));
+            (self.session.prefill_seq(seqs[0], &prompt), join(worker.join()))
+        });
+        let cached = match prefill {
+            Ok(cached) => cached,
+            Err(e) => {
+                self.free_seqs.extend(seqs.iter().rev());
+                return Err(e);
+            }
+        };
+        let first_mask_time = first_mask?;
+        for &seq in &seqs[1..] {
+            self.session.ctx.copy_kv_cache_seq(seqs[0], seq, None, None).map_err(kv_err)?;
+        }
+        let prefill_time = start.elapsed();
+        let logits_index = self.session.batch.n_tokens() - 1;
+        self.reserved += cells;
+        let free_mask = (request.params.ignore_eos && matcher.is_none()).then(|| Arc::new(all_but_eos(&vocab)));
+        let mut handles = Vec::with_capacity(n);
+        for (i, &seq) in seqs.iter().enumerate() {
+            let mut params = request.params.clone();
+            params.seed = Some(sample_seed(base_seed, i));
+            let handle = self.next_handle;
+            self.next_handle += 1;
+            handles.push(handle);
+            let mut sequence = Sequence {
+                handle,
+                seq,
+                request: request.clone(),
+                sampler: Sampler::new(params)?,
+                matcher: matcher.as_ref().map(Matcher::fork),
+                mask: mask.clone(),
+                free_mask: free_mask.clone(),
+                history: TokenHistory::with_prompt(&prompt),
+                out: TextOutput::new(request.params.stop.clone()),
+                unsent: String::new(),
+                error: None,
+                tokens: Vec::new(),
+                logprobs: Vec::new(),
+                pending: Vec::new(),
+                n_past: prompt.len(),
+                logits_index,
+                reserved: if i == 0 { cells - (n - 1) * max_tokens } else { max_tokens },
+                stop: None,
+                stats: Stats {
+                    started_at,
+                    start: Some(start),
+                    prefill: prefill_time,
+                    prompt_tokens: prompt.len(),
+                    cached_prompt_tokens: if i == 0 { cached } else { prompt.len() },
+                    mask: first_mask_time,
+                    ..Stats::default()
+                },
+            };
+            // Its first text reaches the caller at the next step (after it has the handle).
+            let logits = self.session.ctx.get_logits_ith(logits_index);
+            let result = sequence.sample_next(logits, &vocab, n_ctx, self.capacity(self.live.len() + n));
+            sequence.fail_on(result);
+            self.live.push(sequence);
+        }
+        Ok(handles)
+    }
+
+    /// Stops sequence `handle`: it finishes with [`StopReason::Cancelled`] (its text so far)
+    /// at the next [`step`](Self::step) or [`take_finished`](Self::take_finished), without
+    /// another forward pass. False when it is not live.
+    pub fn cancel(&mut self, handle: SequenceHandle) -> bool {
+        match self.live.iter_mut().find(|s| s.handle == handle) {
+            Some(s) => {
+                s.stop.get_or_insert(StopReason::Cancelled);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The sequences that finished outside a [`step`](Self::step) (right after being added:
+    /// an empty grammar, a stop string in the first token, an error), with their results;
+    /// `on_text` gets their last text as [`step`](Self::step) would.
+    pub fn take_finished(
+        &mut self,
+        mut on_text: impl FnMut(SequenceHandle, &str),
+    ) -> Vec<(SequenceHandle, Result<Generation>)> {
+        self.collect_finished(&mut on_text)
+    }
+
+    /// One forward pass for every live sequence, then each samples its next tokens.
+    /// `on_text(handle, piece)` gets each sequence's final text as it comes. Returns the
+    /// sequences that finished in this step (and any finished since the last call), each
+    /// with its generation or its own error (a grammar engine failure ends only that
+    /// sequence); `Err` only when the forward pass itself fails.
+    pub fn step(
+        &mut self,
+        mut on_text: impl FnMut(SequenceHandle, &str),
+    ) -> Result<Vec<(SequenceHandle, Result<Generation>)>> {
+        let mut finished = self.collect_finished(&mut on_text);
+        if self.live.is_empty() {
+            return Ok(finished);
+        }
+        // Text sampled when a sequence was added.
+        for s in &mut self.live {
+            s.send(&mut on_text);
+        }
+        let vocab = self.session.model.vocab().clone();
+        let n_ctx = self.session.ctx.n_ctx() as usize;
+        let capacity = self.session.options.n_batch.max(1) as usize;
+        // Whole sequences per forward pass, as many as fit the batch (usually all).
+        let mut from = 0;
+        while from < self.live.len() {
+            let mut to = from;
+            let mut rows = 0;
+            while to < self.live.len() && (to == from || rows + self.live[to].pending.len() <= capacity) {
+                rows += self.live[to].pending.len();
+                to += 1;
+            }
+            self.forward(from..to)?;
+            let room = self.capacity(self.live.len());
+            for s in &mut self.live[from..to] {
+                if s.error.is_none() {
+                    let logits = self.session.ctx.get_logits_ith(s.logits_index);
+                    let result = s.sample_next(logits, &vocab, n_ctx, room);
+                    s.fail_on(result);
+                }
+                s.send(&mut on_text);
+            }
+            from = to;
+        }
+        finished.extend(self.collect_finished(&mut on_text));
+        Ok(finished)
+    }
+
+    /// Tokens one sequence may put in a step when `live` share the batch.
+    fn capacity(&self, live: usize) -> usize {
+        (self.session.options.n_batch.max(1) as usize / live.max(1)).max(1)
+    }
+
+    /// The forward pass over the pending tokens of `range`, with their next masks computed
+    /// on another thread meanwhile.
+    fn forward(&mut self, range: std::ops::Range<usize>) -> Result<()> {
+        let session = &mut *self.session;
+        session.batch.clear();
+        for s in &mut self.live[range.clone()] {
+            for (i, &tok) in s.pending.iter().enumerate() {
+                let last = i + 1 == s.pending.len();
+                session
+                    .batch
+                    .add(LlamaToken(tok as i32), (s.n_past + i) as i32, &[s.seq], last)
+                    .map_err(|e| RuntimeError::Decode(e.to_string()))?;
+            }
+            s.logits_index = session.batch.n_tokens() - 1;
+        }
+        let group = &mut self.live[range];
+        let (decoded, waited) = std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                for s in group.iter_mut() {
+                    match timed_fill(s.matcher.as_mut(), &mut s.mask) {
+                        Ok(t) => s.stats.mask += t,
+                        Err(e) => s.error = Some(e),
+                    }
+                }
+            });
+            let decoded = session.ctx.decode(&mut session.batch).map_err(|e| RuntimeError::Decode(e.to_string()));
+            let wait = Instant::now();
+            join(worker.join());
+            (decoded, wait.elapsed())
+        });
+        decoded?;
+        for s in group.iter_mut() {
+            if s.seq == 0 {
+                session.cached.extend_from_slice(&s.pending);
+            }
+            s.n_past += s.pending.len();
+            s.pending.clear();
+            s.stats.passes += 1;
+            s.stats.mask_wait += waited;
+        }
+        Ok(())
+    }
+
+    /// Removes the finished sequences, frees their KV cells, and builds their results.
+    fn collect_finished(
+        &mut self,
+        on_text: &mut impl FnMut(SequenceHandle, &str),
+    ) -> Vec<(SequenceHandle, Result<Generation>)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.live.len() {
+            if self.live[i].stop.is_none() && self.live[i].error.is_none() {
+                i += 1;
+                continue;
+            }
+            let s = self.live.swap_remove(i);
+            self.reserved -= s.reserved;
+            self.release_seq(s.seq);
+            let handle = s.handle;
+            out.push((handle, s.finish(self.session, on_text)));
+        }
+        out.sort_by_key(|(h, _)| *h);
+        // Keep the live ones in the order they were added (the batch rows' order).
+        self.live.sort_by_key(|s| s.handle);
+        out
+    }
+
+    /// Gives a KV-cache sequence back: its cells are freed, except sequence 0's, which
+    /// stay as the session's prompt cache for the next generation.
+    /// Sequence 0 is taken first (its cached prefix may serve the next prompt); the others'
+    /// cells are cleared later (see `stale_seqs`).
+    fn release_seq(&mut self, seq: i32) {
+        if seq == 0 {
+            self.free_seqs.push(0);
+        } else {
+            self.stale_seqs.push(seq);
+            self.free_seqs.insert(0, seq);
+        }
+    }
+}
+
+impl Drop for BatchDecoder<'_, '_> {
+    fn drop(&mut self) {
+        // Sequences left unfinished free their cells (sequence 0 keeps its prompt cache).
+        let live = std::mem::take(&mut self.live).into_iter().map(|s| s.seq);
+        for seq in live.chain(std::mem::take(&mut self.stale_seqs)).filter(|&s| s != 0) {
+            let _ = self.session.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+        }
+    }
+}
+
+impl Sequence {
+    /// Samples from `logits` (this sequence's row) and queues the sampled token and the
+    /// tokens the grammar forces after it, or sets why the sequence stops.
+    fn sample_next(&mut self, logits: &[f32], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<()> {
+        let params = &self.request.params;
+        let max_tokens = params.max_tokens as usize;
+        if self.stats.decode_start.is_none() {
+            self.stats.decode_start = Some(Instant::now());
+        }
+        if self.tokens.len() >= max_tokens {
+            self.stop = Some(StopReason::Length);
+            return Ok(());
+        }
+        if let Some(m) = &self.matcher {
+            if m.must_end() {
+                self.stop = Some(StopReason::GrammarComplete);
+                return Ok(());
+            }
+            if params.ignore_eos {
+                clear_eos(&mut self.mask, vocab);
+            }
+        }
+        let t = Instant::now();
+        let step_mask =
+            if self.matcher.is_some() { Some(&self.mask[..]) } else { self.free_mask.as_deref().map(|m| &m[..]) };
+        let token = match self.sampler.sample(logits, step_mask, &self.history) {
+            // Bias or penalties removed every token the grammar allows: the grammar wins,
+            // and the step takes the most likely allowed token.
+            Err(SamplingError::NoCandidates) if step_mask.is_some() => {
+                self.stats.fallback_steps += 1;
+                masked_argmax(logits, step_mask.unwrap_or(&[])).ok_or(SamplingError::NoCandidates)?
+            }
+            other => other?,
+        };
+        let logprob = self.sampler.logprob(logits, step_mask, &self.history, token);
+        if let Some(lp) = logprob {
+            self.stats.logprob_sum += lp;
+            self.stats.sampled += 1;
+        }
+        self.stats.sample += t.elapsed();
+        if vocab.is_eos(token) {
+            self.stop = Some(StopReason::Eos);
+            return Ok(());
+        }
+        let mut step = vec![token];
+        if let Some(m) = self.matcher.as_mut() {
+            m.accept_token(token)?;
+            if self.request.fast_forward {
+                let room = (max_tokens - self.tokens.len() - 1).min(room_in_batch.saturating_sub(1));
+                let more = m.forced_tokens(room);
+                m.accept_tokens(&more).map_err(|(_, e)| e)?;
+                self.stats.forced += more.len();
+                step.extend(more);
+            }
+        }
+        for (i, &tok) in step.iter().enumerate() {
+            self.history.push(tok);
+            self.tokens.push(tok);
+            self.logprobs.push(if i == 0 { logprob.map(|lp| lp as f32) } else { None });
+            if vocab.is_text(tok) {
+                let unsent = &mut self.unsent;
+                if let Some(stop) = self.out.push(vocab.token_bytes(tok), &mut |p: &str| unsent.push_str(p)) {
+                    self.stop = Some(StopReason::Stop(stop));
+                    return Ok(());
+                }
+            }
+        }
+        if self.tokens.len() >= max_tokens {
+            self.stop = Some(StopReason::Length);
+        } else if self.n_past + step.len() > n_ctx {
+            self.stop = Some(StopReason::ContextFull);
+        } else {
+            self.pending = step;
+        }
+        Ok(())
+    }
+
+    /// Ends the sequence with `result`'s error, if it is one.
+    fn fail_on(&mut self, result: Result<()>) {
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+    }
+
+    /// Gives the caller the text that became final since the last call.
+    fn send(&mut self, on_text: &mut impl FnMut(SequenceHandle, &str)) {
+        if !self.unsent.is_empty() {
+            on_text(self.handle, &self.unsent);
+            self.unsent.clear();
+        }
+    }
+
+    /// The sequence's generation (or its error), its text flushed.
+    fn finish(mut self, session: &Session<'_>, on_text: &mut impl FnMut(SequenceHandle, &str)) -> Result<Generation> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let stop_reason = self.stop.take().unwrap_or(StopReason::Length);
+        let out = std::mem::replace(&mut self.out, TextOutput::new(Vec::new()));
+        let unsent = &mut self.unsent;
+        let text = out.finish(&mut |p: &str| unsent.push_str(p), &stop_reason);
+        self.send(on_text);
+        let Sequence { request, sampler, tokens, logprobs, stats, .. } = self;
+        let now = Instant::now();
+        let start = stats.start.unwrap_or(now);
+        let decode_time = stats.decode_start.map_or(Duration::ZERO, |d| now - d);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let per_second = |n: usize, d: Duration| if d.is_zero() { 0.0 } else { n as f64 / d.as_secs_f64() };
+        let evaluated = stats.prompt_tokens - stats.cached_prompt_tokens;
+        let mut params = request.params.clone();
+        params.seed = Some(sampler.seed());
+        let record = GenerationRecord {
+            started_at: stats.started_at,
+            model: session.model.info().clone(),
+            preset: request.preset.clone(),
+            params,
+            seed: sampler.seed(),
+            constraint: request.constraint_label.clone(),
+            stop_reason: stop_reason.clone(),
+            prompt_tokens: stats.prompt_tokens,
+            cached_prompt_tokens: stats.cached_prompt_tokens,
+            generated_tokens: tokens.len(),
+            forced_tokens: stats.forced,
+            forward_passes: stats.passes,
+            fallback_steps: stats.fallback_steps,
+            mean_logprob: (stats.sampled > 0).then(|| stats.logprob_sum / stats.sampled as f64),
+            timings: Timings {
+                prefill_ms: ms(stats.prefill),
+                decode_ms: ms(decode_time),
+                total_ms: ms(now - start),
+                mask_ms: ms(stats.mask),
+                mask_ms_per_token: if tokens.is_empty() { 0.0 } else { ms(stats.mask) / tokens.len() as f64 },
+                mask_wait_ms: ms(stats.mask_wait),
+                sample_ms: ms(stats.sample),
+                tokens_per_second: per_second(tokens.len(), decode_time),
+                prefill_tokens_per_second: per_second(evaluated, stats.prefill),
+            },
+        };
+        Ok(Generation { text, tokens, logprobs, stop_reason, record })
+    }
+}
+
+/// Fills the next mask if there is a matcher, timing it.
+fn timed_fill(matcher: Option<&mut Matcher>, mask: &mut [u32]) -> Result<Duration> {
+    let start = Instant::now();
+    if let Some(m) = matcher {
+        m.fill_mask(mask)?;
+    }
+    Ok(start.elapsed())
+}
+
+fn join<T>(joined: std::thread::Result<T>) -> T {
+    joined.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+fn kv_err(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Decode(format!("KV cache: {e}"))
+}
+
+/// The allowed token with the largest finite logit.
+fn masked_argmax(logits: &[f32], mask: &[u32]) -> Option<u32> {
+    bitmask::allowed(mask)
+        .filter_map(|id| logits.get(id as usize).filter(|l| l.is_finite()).map(|&l| (id, l)))
+        .fold(
+            None,
+            |best: Option<(u32, f32)>, (id, l)| if best.is_some_and(|(_, b)| b >= l) { best } else { Some((id, l)) },
+        )
+        .map(|(id, _)| id)
+}
+
+fn clear_eos(mask: &mut [u32], vocab: &Vocabulary) {
+    for &id in vocab.eos_ids() {
+        bitmask::clear(mask, id);
+    }
+}
+
+/// Every token but the end-of-generation ones (free text with `ignore_eos`).
+fn all_but_eos(vocab: &Vocabulary) -> Vec<u32> {
+    let mut mask = bitmask::new_mask(vocab.mask_width());
+    for id in 0..vocab.mask_width() as u32 {
+        bitmask::set(&mut mask, id);
+    }
+    clear_eos(&mut mask, vocab);
+    mask
+}
