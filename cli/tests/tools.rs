@@ -7,8 +7,13 @@ use common::{code, fixtures, run, scratch, stderr, stdout};
 use serde_json::Value;
 
 fn generate_tools(extra: &[&str]) -> std::process::Output {
+    generate_with("tools/tools.json", extra)
+}
+
+/// `generate --tools FIXTURE` (a path under `fixtures/`) with the default model.
+fn generate_with(fixture: &str, extra: &[&str]) -> std::process::Output {
     let model = stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE);
-    let tools = fixtures().join("tools/tools.json");
+    let tools = fixtures().join(fixture);
     let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--threads", "1", "--quiet"];
     args.extend_from_slice(&["--tools", tools.to_str().unwrap()]);
     args.extend_from_slice(extra);
@@ -62,13 +67,67 @@ fn none_prints_the_text_reply() {
     assert!(replies[0]["content"].is_string(), "{}", stdout(&out));
 }
 
+/// Names that OpenAI's API would refuse (`search.web`, `fs/read_file`, `kv["get"]`, ...) are
+/// accepted, chosen by name, decoded exactly, and printed as they are; no warning about
+/// OpenAI compatibility on the command line.
+#[test]
+fn namespaced_tool_names_are_accepted_and_called_exactly() {
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("tools/namespaced.json")).unwrap()).unwrap();
+    let names: Vec<&str> = file.as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    for (prompt, choice, strategy) in [
+        ("Search the web for Rust tutorials.", "search.web", "multi-stage"),
+        ("Look up the key user_42 in the store.", "kv[\"get\"]", "single-grammar"),
+        ("What time is it?", "tools\\clock.now", "multi-stage"),
+        ("Show me the contents of /etc/hosts.", "required", "single-grammar"),
+    ] {
+        let what = format!("{choice} ({strategy})");
+        let out = generate_with(
+            "tools/namespaced.json",
+            &["--prompt", prompt, "--tool-choice", choice, "--tool-strategy", strategy],
+        );
+        assert_eq!(code(&out), 0, "{what}: {}", stderr(&out));
+        assert!(!stderr(&out).to_lowercase().contains("openai"), "{what}: {}", stderr(&out));
+        let calls = lines(&out);
+        assert_eq!(calls.len(), 1, "{what}: {}", stdout(&out));
+        let name = calls[0]["name"].as_str().unwrap();
+        if choice == "required" {
+            assert!(names.contains(&name), "{what}: {name:?}");
+        } else {
+            assert_eq!(name, choice, "{what}");
+        }
+        let def = file.as_array().unwrap().iter().find(|t| t["function"]["name"] == name).unwrap();
+        assert!(
+            stencil_schema::validate(&def["function"]["parameters"], &calls[0]["arguments"], &Default::default())
+                .is_ok(),
+            "{what}: {}",
+            stdout(&out)
+        );
+    }
+}
+
 #[test]
 fn bad_tool_files_and_choices_are_usage_errors() {
-    let bad = scratch("bad-tools.json", br#"[{"type": "function", "function": {"name": "has space"}}]"#);
     let model = stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE);
-    let out = run(["generate", "--model", model.to_str().unwrap(), "--tools", bad.to_str().unwrap(), "--prompt", "x"]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("tool name \"has space\" is invalid"), "{}", stderr(&out));
+    // Names are any printable text: a control character or the empty name is refused.
+    for (file, json, needle) in [
+        (
+            "bad-tools.json",
+            &br#"[{"type": "function", "function": {"name": "has\ttab"}}]"#[..],
+            r#"tool name "has\ttab" is invalid: names are printable characters"#,
+        ),
+        (
+            "empty-name.json",
+            br#"[{"type": "function", "function": {"name": ""}}]"#,
+            r#"tool name "" is invalid: names must not be empty"#,
+        ),
+    ] {
+        let bad = scratch(file, json);
+        let out =
+            run(["generate", "--model", model.to_str().unwrap(), "--tools", bad.to_str().unwrap(), "--prompt", "x"]);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    }
 
     let out = generate_tools(&["--prompt", "x", "--tool-choice", "no_such_tool"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));

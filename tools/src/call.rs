@@ -182,7 +182,8 @@ impl CallError {
             CallError::NoCall => "You must call one of the listed tools.",
             CallError::NotAllowed { choice, .. } if choice == "none" => "Reply in plain text, without calling a tool.",
             CallError::NotAllowed { choice, .. } => {
-                return format!("Your tool call is invalid: {self}. Call the tool \"{choice}\".")
+                let tool = Value::String(choice.clone());
+                return format!("Your tool call is invalid: {self}. Call the tool {tool}.");
             }
             CallError::TooManyCalls { max: 1, .. } => "Make exactly one call.",
             CallError::TooManyCalls { .. } => "Make fewer calls.",

@@ -51,7 +51,7 @@ use stencil_runtime::{
 use thiserror::Error;
 
 use crate::call::{CallError, ToolCall};
-use crate::envelope::{Envelope, Reply, ToolChoice, CONNECTOR};
+use crate::envelope::{name_and_quote, read_name, Envelope, Reply, ToolChoice, CONNECTOR};
 use crate::grammar::{self, Opening};
 use crate::prompt::{render_messages, result_message, PromptStyle};
 use crate::set::ToolSet;
@@ -489,8 +489,7 @@ impl ToolCaller {
         let mut name = if opening == Opening::Call && allowed.len() == 1 {
             // Nothing to choose: the head and the name are written, not decoded.
             text.push_str(&self.envelope.head(true));
-            text.push_str(allowed[0]);
-            text.push('"');
+            text.push_str(&name_and_quote(allowed[0]));
             allowed[0].to_string()
         } else {
             let params = if opening == Opening::Call { &call_params } else { &options.params };
@@ -500,7 +499,10 @@ impl ToolCaller {
             match out.text.strip_prefix(&head) {
                 Some(rest) if !cut(&out) => {
                     text.push_str(&out.text);
-                    rest.trim_end_matches('"').to_string()
+                    match decoded_name(rest, allowed) {
+                        Ok(name) => name,
+                        Err(error) => return Ok(Attempt { text, result: Err(error) }),
+                    }
                 }
                 Some(_) => return Ok(truncated(out.text, "in the tool name")),
                 None if opening == Opening::Call || (cut(&out) && head.starts_with(out.text.trim_start())) => {
@@ -545,8 +547,11 @@ impl ToolCaller {
             }
             match out.text.strip_prefix(&self.envelope.head(false)) {
                 Some(rest) if !cut(&out) => {
-                    name = rest.trim_end_matches('"').to_string();
                     text.push_str(&out.text);
+                    name = match decoded_name(rest, allowed) {
+                        Ok(name) => name,
+                        Err(error) => return Ok(Attempt { text, result: Err(error) }),
+                    };
                 }
                 _ => {
                     text.push_str(&out.text);
@@ -599,6 +604,18 @@ impl ToolCaller {
     }
 }
 
+/// The tool name from what stage 1 decoded after the head: the JSON-escaped name and its
+/// closing quote, unescaped, which must be one of `allowed` exactly (the grammar allows
+/// nothing else: anything else is an engine bug, reported as a malformed call).
+fn decoded_name(after_head: &str, allowed: &[&str]) -> Result<String, CallError> {
+    match read_name(after_head) {
+        Some(name) if allowed.contains(&name.as_str()) => Ok(name),
+        _ => Err(CallError::Malformed {
+            reason: format!("the decoded tool name {after_head:?} is not one of the allowed names: an engine bug"),
+        }),
+    }
+}
+
 /// One constrained generation on the text prompt `prompt`.
 fn generate(
     session: &mut Session<'_>,
@@ -630,6 +647,17 @@ fn without_stops(params: &SamplingParams) -> SamplingParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoded_names_are_unescaped_and_must_be_allowed_exactly() {
+        let allowed = ["fs/read", "fs/read_file", "say \"hi\"", "C:\\"];
+        for name in allowed {
+            assert_eq!(decoded_name(&name_and_quote(name), &allowed), Ok(name.to_string()));
+        }
+        for bad in ["fs/read", "fs/rea\"", "say \"hi\"\"", "C:\\\"", "other\""] {
+            assert!(matches!(decoded_name(bad, &allowed), Err(CallError::Malformed { .. })), "{bad:?}");
+        }
+    }
 
     #[test]
     fn strategies_parse_and_print() {

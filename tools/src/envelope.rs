@@ -18,7 +18,10 @@
 //! Hermes/Qwen templates, used when the template renders tools. Constrained decoding
 //! writes calls exactly as shown (members in this order, `", "` and `": "` between them);
 //! the arguments' JSON follows the tool's schema in the style of the set's
-//! [`SchemaOptions`](stencil_schema::SchemaOptions).
+//! [`SchemaOptions`](stencil_schema::SchemaOptions). The name is a JSON string: a name
+//! with `"` or `\` is written escaped (as serde_json escapes it, the only spelling
+//! constrained decoding allows), and read back unescaped (any JSON escape), then compared
+//! exactly with the tool names.
 //!
 //! When reading a reply, leading and trailing whitespace is ignored, the tags are matched
 //! without their surrounding whitespace and any whitespace may separate calls. A reply
@@ -80,8 +83,8 @@ impl Envelope {
         format!("}}{}", self.close)
     }
 
-    /// The text of `calls`, as constrained decoding writes them (arguments compact, as
-    /// serde_json writes them).
+    /// The text of `calls`, as constrained decoding writes them (names JSON-escaped and
+    /// arguments compact, as serde_json writes them).
     ///
     /// ```
     /// use stencil_tools::{Envelope, ToolCall};
@@ -95,8 +98,7 @@ impl Envelope {
         let mut out = String::new();
         for (i, call) in calls.iter().enumerate() {
             out.push_str(&self.head(i == 0));
-            out.push_str(&call.name);
-            out.push('"');
+            out.push_str(&name_and_quote(&call.name));
             out.push_str(CONNECTOR);
             out.push_str(&call.arguments.to_string());
             out.push_str(&self.tail());
@@ -150,6 +152,22 @@ impl Envelope {
         }
         Ok(Reply::Calls(calls))
     }
+}
+
+/// A tool name as it follows [`Envelope::head`] (which ends with the opening quote): the
+/// name JSON-escaped as serde_json writes it (`"` and `\` get a backslash; tool names hold
+/// no control characters), then the closing quote. No such text is a prefix of another
+/// name's: the first unescaped quote ends it.
+pub(crate) fn name_and_quote(name: &str) -> String {
+    let quoted = Value::String(name.to_string()).to_string();
+    quoted[1..].to_string()
+}
+
+/// The inverse of [`name_and_quote`]: the name from the text after the head, which must be
+/// exactly an escaped name and its closing quote (JSON escapes are undone); `None` if it
+/// is not.
+pub(crate) fn read_name(after_head: &str) -> Option<String> {
+    serde_json::from_str::<String>(&format!("\"{after_head}")).ok()
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -235,6 +253,30 @@ mod tests {
             let text = env.write(&calls);
             assert_eq!(env.parse(&text).unwrap(), Reply::Calls(calls), "{text}");
         }
+    }
+
+    #[test]
+    fn names_are_escaped_when_written_and_unescaped_when_read() {
+        let names = ["github.create_issue", "fs/read_file", "mcp:weather.get", "say \"hi\"", "C:\\dir\\", "天気 x"];
+        for env in [Envelope::fallback(), Envelope::hermes()] {
+            let calls: Vec<ToolCall> = names.iter().map(|n| ToolCall::new(*n, json!({"k": "v"}))).collect();
+            let text = env.write(&calls);
+            assert_eq!(env.parse(&text).unwrap(), Reply::Calls(calls), "{text}");
+        }
+        assert_eq!(name_and_quote("a.b/c:d"), "a.b/c:d\"");
+        assert_eq!(name_and_quote("say \"hi\""), "say \\\"hi\\\"\"");
+        assert_eq!(name_and_quote("C:\\"), "C:\\\\\"");
+        let written = Envelope::fallback().write(&[ToolCall::new("q\"", json!({}))]);
+        assert_eq!(written, r#"<tool_call>{"name": "q\"", "arguments": {}}</tool_call>"#);
+        for name in names {
+            assert_eq!(read_name(&name_and_quote(name)).as_deref(), Some(name));
+        }
+        // The closing quote is required, and nothing may follow it.
+        assert_eq!(read_name("a"), None);
+        assert_eq!(read_name("a\"b"), None);
+        assert_eq!(read_name("a\\\""), None, "an escaped quote does not close the name");
+        // Any JSON escape is undone (unconstrained replies may use them).
+        assert_eq!(read_name("fs\\/read\\u005ffile\"").as_deref(), Some("fs/read_file"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use stencil_grammar::{CharClass, Expr, Grammar};
 
-use crate::envelope::{Envelope, CONNECTOR};
+use crate::envelope::{name_and_quote, Envelope, CONNECTOR};
 use crate::set::ToolSet;
 
 /// What the first stage of a reply allows.
@@ -46,10 +46,10 @@ pub(crate) fn not_a_call(open: &str) -> Expr {
     Expr::seq([ws, Expr::alt(branches)])
 }
 
-/// One of the tool names, then the closing quote (so that a name that is a prefix of
-/// another is still decided by the next character).
+/// One of the tool names, JSON-escaped, then the closing quote (so that a name that is a
+/// prefix of another is still decided by the next character; see [`name_and_quote`]).
 fn names(names: &[&str]) -> Expr {
-    Expr::alt(names.iter().map(|n| Expr::literal(&format!("{n}\""))))
+    Expr::alt(names.iter().map(|n| Expr::literal(&name_and_quote(n))))
 }
 
 /// Stage 1 of multi-stage decoding: what the reply (or the next call) opens with, up to and
@@ -87,7 +87,8 @@ pub(crate) fn whole_reply(
             continue;
         }
         let args = g.embed(&entry.grammar, &format!("tool{i}-"));
-        alternatives.push(Expr::seq([Expr::literal(&format!("{name}\"{CONNECTOR}")), Expr::Rule(args)]));
+        alternatives
+            .push(Expr::seq([Expr::literal(&format!("{}{CONNECTOR}", name_and_quote(name))), Expr::Rule(args)]));
     }
     let head = |first: bool| Expr::literal(&envelope.head(first));
     g.set_body(call, Expr::seq([Expr::alt(alternatives), Expr::literal(&envelope.tail())]));
@@ -177,5 +178,115 @@ mod tests {
         let auto = Recognizer::new(&auto).unwrap();
         assert!(auto.matches(b"No tool needed."));
         assert!(auto.matches(one.as_bytes()));
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+    use crate::call::ToolCall;
+    use crate::envelope::read_name;
+    use serde_json::json;
+    use stencil_grammar::reference::Recognizer;
+
+    /// Namespaced names, names that are prefixes of others (also once escaped), and names
+    /// with the two characters JSON escapes.
+    const NAMES: [&str; 10] = [
+        "github.create_issue",
+        "fs/read",
+        "fs/read_file",
+        "mcp:weather.get",
+        "a",
+        "a\"",
+        "a\\",
+        "say \"hi\"",
+        "say",
+        "C:\\tools\\",
+    ];
+
+    fn set() -> ToolSet {
+        let mut set = ToolSet::new();
+        for (i, name) in NAMES.iter().enumerate() {
+            // Each tool its own argument, so that a call is tied to its name.
+            let schema = json!({"type": "object", "properties": {format!("p{i}"): {"type": "integer"}},
+                "required": [format!("p{i}")], "additionalProperties": false});
+            set.add(crate::ToolDefinition::new(*name, "", schema)).unwrap();
+        }
+        set
+    }
+
+    fn head(name_text: &str) -> String {
+        format!("<tool_call>{{\"name\": \"{name_text}")
+    }
+
+    #[test]
+    fn the_opening_takes_each_name_escaped_and_nothing_else() {
+        let env = Envelope::fallback();
+        let g = opening(&env, &NAMES, Opening::Call);
+        let r = Recognizer::new(&g).unwrap();
+        for name in NAMES {
+            let text = format!("{}{}", env.head(true), name_and_quote(name));
+            assert!(r.matches(text.as_bytes()), "{text}");
+            // What multi-stage decoding reads back is the name itself.
+            assert_eq!(read_name(&text[env.head(true).len()..]).as_deref(), Some(name));
+        }
+        for (bad, why) in [
+            (head(r#"fs/read_file"#), "no closing quote"),
+            (head(r#"fs\/read""#), "not the canonical escape"),
+            (head(r#"fs/rea""#), "a prefix of a name"),
+            (head(r#"fs/read_""#), "between two names"),
+            (head(r#"say "hi"""#), "a quote unescaped"),
+            (head(r#"a"""#), "a quote unescaped"),
+            (head(r#"a\""#), "`a\"` without its closing quote"),
+            (head(r#"a\\\""#), "an escaped quote after `a\\`"),
+            (head(r#"C:\tools\""#), "backslashes unescaped"),
+            (head(r#"mcp:weather""#), "a prefix"),
+            (head(r#"github.create_issue"x"#), "text after the quote"),
+            (head(r#"Github.create_issue""#), "compared exactly"),
+        ] {
+            assert!(!r.matches(bad.as_bytes()), "{bad:?} matched ({why})");
+        }
+        // A name chosen by name: only it.
+        let only = opening(&env, &["a"], Opening::Call);
+        let only = Recognizer::new(&only).unwrap();
+        assert!(only.matches(head("a\"").as_bytes()));
+        assert!(!only.matches(head("a\\\"\"").as_bytes()), "`a\"` is another tool");
+        assert!(!only.matches(head("a\\\\\"").as_bytes()), "`a\\` is another tool");
+    }
+
+    #[test]
+    fn the_whole_reply_ties_each_escaped_name_to_its_arguments() {
+        let set = set();
+        for env in [Envelope::fallback(), Envelope::hermes()] {
+            let g = whole_reply(&set, &env, &NAMES, Opening::Call, 2);
+            let r = Recognizer::new(&g).unwrap();
+            for (i, name) in NAMES.iter().enumerate() {
+                // What Envelope::write writes is in the language, and reads back as the call.
+                let call = ToolCall::new(*name, json!({format!("p{i}"): 7}));
+                let text = env.write(std::slice::from_ref(&call));
+                assert!(r.matches(text.as_bytes()), "{text}");
+                assert_eq!(env.parse(&text).unwrap(), crate::Reply::Calls(vec![call.clone()]));
+                // Another tool's arguments are not.
+                let other = (i + 1) % NAMES.len();
+                let wrong = env.write(&[ToolCall::new(*name, json!({format!("p{other}"): 7}))]);
+                assert!(!r.matches(wrong.as_bytes()), "{wrong}");
+                // Two calls.
+                let two = env.write(&[call.clone(), ToolCall::new(NAMES[other], json!({format!("p{other}"): 1}))]);
+                assert!(r.matches(two.as_bytes()), "{two}");
+            }
+            // The name unescaped, or a name that is only a prefix: not in the language.
+            for (bad, args) in
+                [(r#"say "hi""#, r#"{"p7": 1}"#), (r"C:\tools\", r#"{"p9": 1}"#), ("fs/rea", r#"{"p1": 1}"#)]
+            {
+                let good = env.write(&[ToolCall::new(bad, serde_json::from_str(args).unwrap())]);
+                let text = format!("{}{bad}\"{CONNECTOR}{args}{}", env.head(true), env.tail());
+                assert_eq!(r.matches(good.as_bytes()), bad != "fs/rea", "{good}");
+                assert!(!r.matches(text.as_bytes()), "{text}");
+            }
+            let only = whole_reply(&set, &env, &["fs/read"], Opening::Call, 1);
+            let only = Recognizer::new(&only).unwrap();
+            assert!(only.matches(env.write(&[ToolCall::new("fs/read", json!({"p1": 0}))]).as_bytes()));
+            assert!(!only.matches(env.write(&[ToolCall::new("fs/read_file", json!({"p2": 0}))]).as_bytes()));
+        }
     }
 }

@@ -6,7 +6,9 @@
 //! - **Tools** come from Rust types with `#[derive(Tool)]` ([`Tool`], [`Tools`]), from
 //!   OpenAI-style JSON ([`ToolSet::from_openai_json`]) or from [`ToolDefinition`]s; a
 //!   [`ToolSet`] holds them, each schema compiled (strict by default) to the grammar of its
-//!   arguments.
+//!   arguments. A name is any printable text up to [`ToolSet::MAX_NAME_BYTES`] bytes
+//!   (`github.create_issue`, `fs/read_file`, `mcp:weather.get` are fine), JSON-escaped
+//!   wherever it is written and compared exactly ([`ToolSet::check_name`]).
 //! - **Decoding** ([`ToolCaller::call`]) renders the tools into the prompt ([`prompt`]: the
 //!   chat template's own tool support, or a documented fallback block), then decodes the
 //!   name from the closed set and the arguments under the tool's schema
@@ -89,7 +91,7 @@ pub use call::{CallError, ToolCall};
 pub use decode::{CallOptions, Strategy, ToolCaller, ToolError, ToolTurn};
 pub use envelope::{Envelope, Reply, ToolChoice};
 pub use prompt::PromptStyle;
-pub use set::{ToolEntry, ToolSet, ToolSetError};
+pub use set::{NameError, ToolEntry, ToolSet, ToolSetError};
 pub use stencil_derive::Tool;
 pub use tool::{arguments_schema, deserialize_call, Tool, ToolDefinition, Tools};
 

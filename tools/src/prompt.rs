@@ -93,7 +93,8 @@ pub fn template_renders_tools(template: &ChatTemplate) -> bool {
 
 /// The fallback tool block for `tools` (see the [module documentation](self)): the tools,
 /// one JSON line each, and how to call them in `envelope`'s format; `max_calls` is how many
-/// calls a reply may hold. Empty for [`ToolChoice::None`].
+/// calls a reply may hold. Empty for [`ToolChoice::None`]. Tool names appear as JSON
+/// strings (escaped, as the model must write them in a call).
 ///
 /// ```
 /// use stencil_tools::{prompt::tool_instructions, Envelope, ToolChoice, ToolSet};
@@ -129,7 +130,7 @@ pub fn tool_instructions(tools: &ToolSet, envelope: &Envelope, choice: &ToolChoi
     text.push_str(&match choice {
         ToolChoice::Auto => "If no tool fits the request, reply in plain text instead.".to_string(),
         ToolChoice::Required => "You must call a tool.".to_string(),
-        ToolChoice::Named(name) => format!("You must call the tool \"{name}\"."),
+        ToolChoice::Named(name) => format!("You must call the tool {}.", Value::String(name.clone())),
         ToolChoice::None => unreachable!("handled above"),
     });
     text
@@ -260,6 +261,20 @@ mod tests {
         assert!(tool_instructions(&tools, &env, &ToolChoice::Auto, 1).contains("plain text instead"));
         assert!(tool_instructions(&tools, &env, &ToolChoice::Named("a".into()), 1).contains("call the tool \"a\""));
         assert_eq!(tool_instructions(&tools, &env, &ToolChoice::None, 1), "");
+        // Names are JSON strings wherever they appear.
+        let odd = ToolSet::from_openai_json(
+            r#"[{"type": "function", "function": {"name": "fs/read_file"}},
+                {"type": "function", "function": {"name": "say \"hi\" \\ now"}}]"#,
+        )
+        .unwrap();
+        let text = tool_instructions(&odd, &env, &ToolChoice::Named("say \"hi\" \\ now".into()), 1);
+        assert!(text.contains(r#"{"name": "fs/read_file", "description": """#), "{text}");
+        assert!(text.contains(r#"{"name": "say \"hi\" \\ now", "description": """#), "{text}");
+        assert!(text.ends_with(r#"You must call the tool "say \"hi\" \\ now"."#), "{text}");
+        let m = result_message(PromptStyle::Fallback, "mcp:weather.get", &json!("sunny"));
+        assert_eq!(m.content, r#"<tool_response>{"name": "mcp:weather.get", "content": "sunny"}</tool_response>"#);
+        let m = result_message(PromptStyle::Fallback, "q\"", &json!(1));
+        assert_eq!(m.content, r#"<tool_response>{"name": "q\"", "content": 1}</tool_response>"#);
         assert!(tool_instructions(&tools, &Envelope::hermes(), &ToolChoice::Auto, 1).contains(
             "<tool_call>{\"name\": \"<tool name>\", \"arguments\": <the arguments as a JSON object>}</tool_call>"
         ));

@@ -23,9 +23,15 @@ pub enum ToolSetError {
         /// What is wrong.
         reason: String,
     },
-    /// A name outside `[A-Za-z0-9_-]{1,64}`.
-    #[error("tool name {0:?} is invalid: names are 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")]
-    InvalidName(String),
+    /// A name that is empty or blank, longer than [`ToolSet::MAX_NAME_BYTES`], or holds a
+    /// character that is not printable (see [`NameError`]).
+    #[error("tool name {name:?} is invalid: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: NameError,
+    },
     /// Two tools with the same name.
     #[error("two tools are named {0:?}")]
     DuplicateName(String),
@@ -48,6 +54,31 @@ pub enum ToolSetError {
     },
 }
 
+/// Why a tool name is refused (see [`ToolSet::check_name`]).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// The empty name.
+    #[error("names must not be empty")]
+    Empty,
+    /// A name of spaces only.
+    #[error("names must not be blank (only spaces)")]
+    Blank,
+    /// A name longer than [`ToolSet::MAX_NAME_BYTES`] (its length in bytes of UTF-8).
+    #[error("names are at most {max} bytes of UTF-8, this one is {0}", max = ToolSet::MAX_NAME_BYTES)]
+    TooLong(usize),
+    /// A control character (Unicode category Cc: U+0000 to U+001F, U+007F to U+009F) or
+    /// whitespace other than the space U+0020 (tab, line or paragraph separators, no-break
+    /// spaces, ...), with its byte offset in the name.
+    #[error("names are printable characters, without control characters or whitespace other than the space; {ch:?} (U+{code:04X}) at byte {offset} is not", code = u32::from(*.ch))]
+    NotPrintable {
+        /// The character.
+        ch: char,
+        /// Its byte offset in the name.
+        offset: usize,
+    },
+}
+
 /// One tool of a set: its definition and its arguments' grammar.
 #[derive(Clone, Debug)]
 pub struct ToolEntry {
@@ -63,6 +94,15 @@ pub struct ToolEntry {
 /// The tools a model may call: unique names, schemas compiled (strict by default) into the
 /// grammars that constrain the arguments.
 ///
+/// A name is any non-empty text of printable characters up to
+/// [`ToolSet::MAX_NAME_BYTES`] bytes ([`ToolSet::check_name`]): namespaced names such as
+/// `github.create_issue`, `fs/read_file` or `mcp:weather.get` are accepted, and so are
+/// spaces, quotes and backslashes (they are JSON-escaped wherever a name is written: in the
+/// prompt, in the grammars, in [`Envelope::write`](crate::Envelope::write)). Names are
+/// compared exactly, after JSON unescaping of what the model wrote. OpenAI's API is
+/// narrower (`[A-Za-z0-9_-]{1,64}`); [`ToolSet::openai_incompatible_names`] lists the
+/// names it would refuse, for callers that promise OpenAI compatibility.
+///
 /// Tools come from Rust types ([`ToolSet::from_tools`], [`ToolSet::add_tools`]), from
 /// OpenAI-style JSON ([`ToolSet::from_openai_json`]), or from definitions
 /// ([`ToolSet::add`]).
@@ -77,6 +117,11 @@ pub struct ToolEntry {
 /// use stencil_tools::{ToolSet, ToolSetError};
 /// let twice = r#"[{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "a"}}]"#;
 /// assert!(matches!(ToolSet::from_openai_json(twice), Err(ToolSetError::DuplicateName(n)) if n == "a"));
+/// let tab = r#"[{"type": "function", "function": {"name": "get\tweather"}}]"#;
+/// assert!(matches!(ToolSet::from_openai_json(tab), Err(ToolSetError::InvalidName { .. })));
+/// // Namespaced names are fine (but not for OpenAI's API):
+/// let ns = ToolSet::from_openai_json(r#"[{"type": "function", "function": {"name": "github.create_issue"}}]"#)?;
+/// assert_eq!(ns.openai_incompatible_names(), ["github.create_issue"]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -92,6 +137,9 @@ impl Default for ToolSet {
 }
 
 impl ToolSet {
+    /// The longest tool name, in bytes of UTF-8: 256.
+    pub const MAX_NAME_BYTES: usize = 256;
+
     /// An empty set whose schemas compile with [`SchemaOptions::default`] (strict; JSON with
     /// optional runs of at most 2 whitespace bytes around punctuation).
     pub fn new() -> Self {
@@ -164,7 +212,60 @@ impl ToolSet {
         Ok(set)
     }
 
-    /// Adds one tool: checks its name and compiles its schema.
+    /// Whether `name` can name a tool: 1 to [`ToolSet::MAX_NAME_BYTES`] bytes of UTF-8, not
+    /// only spaces, without control characters (Unicode Cc) or whitespace other than the
+    /// space U+0020. Any other character is accepted (`.`, `/`, `:`, `"`, `\`, non-ASCII
+    /// letters, ...).
+    ///
+    /// ```
+    /// use stencil_tools::{NameError, ToolSet};
+    /// assert!(ToolSet::check_name("fs/read_file").is_ok());
+    /// assert!(ToolSet::check_name("say \"hi\"").is_ok());
+    /// assert_eq!(ToolSet::check_name(""), Err(NameError::Empty));
+    /// assert_eq!(ToolSet::check_name("a\nb"), Err(NameError::NotPrintable { ch: '\n', offset: 1 }));
+    /// assert_eq!(ToolSet::check_name(&"x".repeat(257)), Err(NameError::TooLong(257)));
+    /// ```
+    ///
+    /// # Errors
+    /// What is wrong with the name.
+    pub fn check_name(name: &str) -> Result<(), NameError> {
+        if name.is_empty() {
+            return Err(NameError::Empty);
+        }
+        if name.len() > Self::MAX_NAME_BYTES {
+            return Err(NameError::TooLong(name.len()));
+        }
+        if let Some((offset, ch)) =
+            name.char_indices().find(|&(_, c)| c.is_control() || (c.is_whitespace() && c != ' '))
+        {
+            return Err(NameError::NotPrintable { ch, offset });
+        }
+        if name.bytes().all(|b| b == b' ') {
+            return Err(NameError::Blank);
+        }
+        Ok(())
+    }
+
+    /// Whether OpenAI's API accepts `name` as a function name: `[A-Za-z0-9_-]{1,64}`.
+    ///
+    /// ```
+    /// use stencil_tools::ToolSet;
+    /// assert!(ToolSet::is_openai_compatible_name("get_weather-2"));
+    /// assert!(!ToolSet::is_openai_compatible_name("search.web"));
+    /// assert!(!ToolSet::is_openai_compatible_name(&"a".repeat(65)));
+    /// ```
+    pub fn is_openai_compatible_name(name: &str) -> bool {
+        (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+
+    /// The names of the set that OpenAI's API would refuse (outside `[A-Za-z0-9_-]{1,64}`),
+    /// in order: what a server that promises OpenAI compatibility can warn about. Stencil
+    /// itself handles every name the set accepts.
+    pub fn openai_incompatible_names(&self) -> Vec<&str> {
+        self.names().filter(|n| !Self::is_openai_compatible_name(n)).collect()
+    }
+
+    /// Adds one tool: checks its name ([`ToolSet::check_name`]) and compiles its schema.
     ///
     /// # Errors
     /// [`ToolSetError::InvalidName`], [`ToolSetError::DuplicateName`],
@@ -189,8 +290,8 @@ impl ToolSet {
 
     fn entry(&self, definition: ToolDefinition) -> Result<ToolEntry, ToolSetError> {
         let name = &definition.name;
-        if !is_valid_name(name) {
-            return Err(ToolSetError::InvalidName(name.clone()));
+        if let Err(reason) = Self::check_name(name) {
+            return Err(ToolSetError::InvalidName { name: name.clone(), reason });
         }
         if self.get(name).is_some() {
             return Err(ToolSetError::DuplicateName(name.clone()));
@@ -271,11 +372,6 @@ impl ToolSet {
     }
 }
 
-/// `[A-Za-z0-9_-]{1,64}`: OpenAI's rule, and names that need no escaping in JSON.
-fn is_valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 fn openai_definition(index: usize, item: &Value) -> Result<ToolDefinition, ToolSetError> {
     let shape = |reason: &str| ToolSetError::Shape { index, reason: reason.to_string() };
     let obj =
@@ -341,12 +437,20 @@ mod tests {
 
     #[test]
     fn names_and_schemas_are_checked() {
-        let bad_name = ToolSet::from_openai_value(&json!([tool("get weather", json!({}))])).unwrap_err();
-        assert!(matches!(bad_name, ToolSetError::InvalidName(_)), "{bad_name}");
-        let long = "a".repeat(65);
+        let bad_name = ToolSet::from_openai_value(&json!([tool("get\tweather", json!({}))])).unwrap_err();
+        assert!(
+            matches!(&bad_name, ToolSetError::InvalidName { name, reason: NameError::NotPrintable { ch: '\t', offset: 3 } } if name == "get\tweather"),
+            "{bad_name}"
+        );
+        assert_eq!(
+            bad_name.to_string(),
+            "tool name \"get\\tweather\" is invalid: names are printable characters, without control characters \
+             or whitespace other than the space; '\\t' (U+0009) at byte 3 is not"
+        );
+        let long = "a".repeat(ToolSet::MAX_NAME_BYTES + 1);
         assert!(matches!(
             ToolSet::from_openai_value(&json!([tool(&long, json!({}))])),
-            Err(ToolSetError::InvalidName(_))
+            Err(ToolSetError::InvalidName { reason: NameError::TooLong(257), .. })
         ));
         // A keyword the grammar cannot enforce is refused in strict mode...
         let hard = json!({"type": "string", "pattern": "(a)\\1"});
@@ -355,6 +459,118 @@ mod tests {
         // ... and a schema the validator rejects is refused too.
         let err = ToolSet::from_openai_value(&json!([tool("t", json!({"type": 12}))])).unwrap_err();
         assert!(matches!(err, ToolSetError::InvalidSchema { .. } | ToolSetError::Schema { .. }), "{err}");
+    }
+
+    #[test]
+    fn any_printable_name_up_to_the_limit_is_accepted() {
+        let names = [
+            "search.web",
+            "github.create_issue",
+            "fs/read_file",
+            "mcp:weather.get",
+            "get weather",
+            "say \"hi\"",
+            "C:\\tools\\run",
+            "météo.prévision",
+            "天気",
+            "a",
+            "-",
+            " padded ",
+        ];
+        let longest = "é".repeat(ToolSet::MAX_NAME_BYTES / 2);
+        let mut set = ToolSet::new();
+        for name in names.iter().copied().chain([longest.as_str()]) {
+            set.add(ToolDefinition::new(name, "", json!({}))).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        }
+        assert_eq!(
+            set.names().collect::<Vec<_>>(),
+            names.iter().copied().chain([longest.as_str()]).collect::<Vec<_>>()
+        );
+        // Exactly the name: no trimming, no normalization.
+        assert!(set.get("padded").is_none() && set.get(" padded ").is_some());
+        assert!(set.get("search_web").is_none());
+    }
+
+    #[test]
+    fn empty_long_and_unprintable_names_are_refused() {
+        let cases: [(&str, NameError); 9] = [
+            ("", NameError::Empty),
+            ("   ", NameError::Blank),
+            ("a\nb", NameError::NotPrintable { ch: '\n', offset: 1 }),
+            ("\0", NameError::NotPrintable { ch: '\0', offset: 0 }),
+            ("del\u{7f}", NameError::NotPrintable { ch: '\u{7f}', offset: 3 }),
+            ("c1\u{85}", NameError::NotPrintable { ch: '\u{85}', offset: 2 }),
+            ("é\u{a0}", NameError::NotPrintable { ch: '\u{a0}', offset: 2 }),
+            ("line\u{2028}", NameError::NotPrintable { ch: '\u{2028}', offset: 4 }),
+            ("\t", NameError::NotPrintable { ch: '\t', offset: 0 }),
+        ];
+        for (name, reason) in cases {
+            assert_eq!(ToolSet::check_name(name), Err(reason.clone()), "{name:?}");
+            let err = ToolSet::new().add(ToolDefinition::new(name, "", json!({}))).unwrap_err();
+            assert!(
+                matches!(&err, ToolSetError::InvalidName { name: n, reason: r } if n == name && *r == reason),
+                "{err}"
+            );
+        }
+        // 256 bytes is the limit, counted in bytes: 129 two-byte characters are too many.
+        assert_eq!(ToolSet::check_name(&"x".repeat(256)), Ok(()));
+        assert_eq!(ToolSet::check_name(&"é".repeat(129)), Err(NameError::TooLong(258)));
+        assert!(NameError::Empty.to_string().contains("empty"));
+        assert!(NameError::TooLong(300).to_string().contains("at most 256 bytes"), "{}", NameError::TooLong(300));
+    }
+
+    #[test]
+    fn openai_incompatible_names_are_listed_not_refused() {
+        let set = ToolSet::from_openai_value(&json!([
+            tool("get_weather", json!({})),
+            tool("search.web", json!({})),
+            tool("Web-Search_2", json!({})),
+            tool("fs/read_file", json!({})),
+            tool(&"a".repeat(64), json!({})),
+            tool(&"b".repeat(65), json!({})),
+            tool("get weather", json!({})),
+        ]))
+        .unwrap();
+        let long = "b".repeat(65);
+        assert_eq!(set.openai_incompatible_names(), ["search.web", "fs/read_file", long.as_str(), "get weather"]);
+        assert!(ToolSet::new().openai_incompatible_names().is_empty());
+    }
+
+    /// What unconstrained decoding does with a reply: the envelope's JSON is unescaped
+    /// (any escape), then the name must be a tool's exactly.
+    #[test]
+    fn replies_are_unescaped_then_compared_exactly() {
+        let set = ToolSet::from_openai_value(&json!([
+            tool("fs/read_file", json!({})),
+            tool("kv[\"get\"]", json!({})),
+            tool("tools\\clock.now", json!({})),
+        ]))
+        .unwrap();
+        let env = crate::Envelope::fallback();
+        let call = |name_json: &str| {
+            let text = format!("<tool_call>{{\"name\": {name_json}, \"arguments\": {{}}}}</tool_call>");
+            match env.parse(&text).unwrap() {
+                crate::Reply::Calls(calls) => calls.into_iter().next().unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        for (written, name) in [
+            (r#""fs/read_file""#, "fs/read_file"),
+            (r#""fs\/read_file""#, "fs/read_file"),
+            (r#""kv[\"get\"]""#, "kv[\"get\"]"),
+            (r#""kv[\u0022get\u0022]""#, "kv[\"get\"]"),
+            (r#""tools\\clock.now""#, "tools\\clock.now"),
+        ] {
+            let c = call(written);
+            assert_eq!(c.name, name, "{written}");
+            set.check(&c).unwrap_or_else(|e| panic!("{written}: {e}"));
+        }
+        for written in
+            [r#""fs/read_file ""#, r#""FS/read_file""#, r#""kv[get]""#, r#""tools\\clock""#, r#""fs/read_file.x""#]
+        {
+            let err = set.check(&call(written)).unwrap_err();
+            assert!(matches!(err, CallError::UnknownTool { .. }), "{written}: {err}");
+        }
     }
 
     #[test]

@@ -24,7 +24,10 @@ use crate::call::{CallError, ToolCall};
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {
-    /// `[A-Za-z0-9_-]{1,64}`, as the OpenAI API requires (checked by [`ToolSet`](crate::ToolSet)).
+    /// Non-empty printable text of at most [`ToolSet::MAX_NAME_BYTES`](crate::ToolSet::MAX_NAME_BYTES)
+    /// bytes, compared exactly (checked by [`ToolSet::check_name`](crate::ToolSet::check_name));
+    /// OpenAI's API accepts only `[A-Za-z0-9_-]{1,64}` (see
+    /// [`ToolSet::openai_incompatible_names`](crate::ToolSet::openai_incompatible_names)).
     pub name: String,
     /// What the tool does, for the model (may be empty).
     #[serde(default)]

@@ -193,3 +193,44 @@ fn sets_mix_derived_and_json_tools_and_refuse_duplicates() {
     assert!(matches!(set.add_tools::<GetWeather>(), Err(stencil_tools::ToolSetError::DuplicateName(_))));
     assert_eq!(set.len(), 5);
 }
+
+/// Read a file.
+#[derive(Tool, JsonSchema, Deserialize, Debug, PartialEq)]
+#[tool(name = "fs/read_file")]
+struct ReadFile {
+    path: String,
+}
+
+/// Look up a key.
+#[derive(Tool, JsonSchema, Deserialize, Debug, PartialEq)]
+#[tool(name = r#"kv["get"]"#)]
+struct KvGet {
+    key: String,
+}
+
+#[derive(Tool, Debug, PartialEq)]
+enum Namespaced {
+    Read(ReadFile),
+    Get(KvGet),
+}
+
+#[test]
+fn derived_tools_take_namespaced_and_escaped_names() {
+    let set = ToolSet::from_tools::<Namespaced>().unwrap();
+    assert_eq!(set.names().collect::<Vec<_>>(), ["fs/read_file", r#"kv["get"]"#]);
+    assert_eq!(set.openai_incompatible_names().len(), 2);
+    // A call read back from the envelope (the name JSON-escaped there) parses exactly.
+    let env = stencil_tools::Envelope::fallback();
+    let text = env.write(&[ToolCall::new(r#"kv["get"]"#, json!({"key": "k"}))]);
+    assert!(text.contains(r#""name": "kv[\"get\"]""#), "{text}");
+    let stencil_tools::Reply::Calls(calls) = env.parse(&text).unwrap() else { panic!("{text}") };
+    assert_eq!(calls[0].parse::<Namespaced>().unwrap(), Namespaced::Get(KvGet { key: "k".into() }));
+    let read = ToolCall::new("fs/read_file", json!({"path": "/etc/hosts"}));
+    assert_eq!(read.parse::<Namespaced>().unwrap(), Namespaced::Read(ReadFile { path: "/etc/hosts".into() }));
+    // Compared exactly: neither an unescaped spelling nor a near miss is the tool.
+    for wrong in [r#"kv[\"get\"]"#, "fs/read_file ", "fs.read_file"] {
+        let err = ToolCall::new(wrong, json!({"path": "x"})).parse::<Namespaced>().unwrap_err();
+        assert!(matches!(err, CallError::UnknownTool { .. }), "{wrong}: {err}");
+        assert!(set.check(&ToolCall::new(wrong, json!({"path": "x"}))).is_err(), "{wrong}");
+    }
+}
