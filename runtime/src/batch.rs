@@ -28,6 +28,7 @@ use stencil_sampling::{Sampler, SamplingError, TokenHistory};
 
 use crate::error::{Result, RuntimeError};
 use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
+use crate::speculate::{self, Draft, Speculation, SpeculationStats};
 use crate::telemetry::{GenerationRecord, StopReason, Timings};
 
 /// The seed of sample `index` of a request whose seed is `seed`: `seed + index` (wrapping).
@@ -90,8 +91,16 @@ struct Sequence {
     error: Option<RuntimeError>,
     tokens: Vec<u32>,
     logprobs: Vec<Option<f32>>,
-    /// Tokens to go through the next forward pass.
+    /// Tokens to go through the next forward pass: the step's own, then `draft`.
     pending: Vec<u32>,
+    /// The drafted tail of `pending` (prompt lookup), checked after the forward pass.
+    draft: Draft,
+    /// The masks at the draft's later checkpoints, computed during the forward pass.
+    draft_masks: Vec<Vec<u32>>,
+    /// Batch rows of the logits at the draft's checkpoints.
+    check_rows: Vec<i32>,
+    /// The next draft's length at most (adapts to acceptance).
+    draft_cap: usize,
     /// KV positions this sequence holds (prompt + decoded tokens).
     n_past: usize,
     logits_index: i32,
@@ -113,12 +122,15 @@ struct Stats {
     forced: usize,
     passes: usize,
     fallback_steps: usize,
+    /// Sampled steps whose grammar mask allowed one token (watermark: no signal possible).
+    single_choice_steps: usize,
     sample: Duration,
     mask: Duration,
     mask_wait: Duration,
     /// Sum of the sampled tokens' log-probabilities, and how many there were.
     logprob_sum: f64,
     sampled: usize,
+    speculation: SpeculationStats,
 }
 
 impl<'m> Session<'m> {
@@ -279,6 +291,13 @@ impl<'m> BatchDecoder<'_, 'm> {
                 tokens: Vec::new(),
                 logprobs: Vec::new(),
                 pending: Vec::new(),
+                draft: Draft::default(),
+                draft_masks: Vec::new(),
+                check_rows: Vec::new(),
+                draft_cap: match &request.speculation {
+                    Some(Speculation::PromptLookup(p)) => p.max_draft,
+                    None => 0,
+                },
                 n_past: prompt.len(),
                 logits_index,
                 reserved: if i == 0 { cells - (n - 1) * max_tokens } else { max_tokens },
@@ -358,8 +377,25 @@ impl<'m> BatchDecoder<'_, 'm> {
             let room = self.capacity(self.live.len());
             for s in &mut self.live[from..to] {
                 if s.error.is_none() {
-                    let logits = self.session.ctx.get_logits_ith(s.logits_index);
-                    let result = s.sample_next(logits, &vocab, n_ctx, room);
+                    let ctx = &self.session.ctx;
+                    let result = if s.draft.is_empty() {
+                        s.sample_next(ctx.get_logits_ith(s.logits_index), &vocab, n_ctx, room)
+                    } else {
+                        let rows: Vec<&[f32]> = s.check_rows.iter().map(|&r| ctx.get_logits_ith(r)).collect();
+                        s.verify(&rows, &vocab, n_ctx, room).map(|rejected| {
+                            // The rejected drafts' cells go; sequence 0's cache forgets them.
+                            if rejected > 0 {
+                                let _ = self.session.ctx.clear_kv_cache_seq(
+                                    Some(s.seq as u32),
+                                    Some(s.n_past as u32),
+                                    None,
+                                );
+                                if s.seq == 0 {
+                                    self.session.cached.truncate(s.n_past);
+                                }
+                            }
+                        })
+                    };
                     s.fail_on(result);
                 }
                 s.send(&mut on_text);
@@ -381,11 +417,21 @@ impl<'m> BatchDecoder<'_, 'm> {
         let session = &mut *self.session;
         session.batch.clear();
         for s in &mut self.live[range.clone()] {
+            // Logits for the last token, or, with a draft, at each of its checkpoints.
+            let step_len = s.pending.len() - s.draft.len();
+            let checkpoints = if s.draft.is_empty() { Vec::new() } else { s.draft.checkpoints() };
+            let mut rows_wanted = checkpoints.iter().map(|&j| step_len + j - 1).peekable();
+            s.check_rows.clear();
             for (i, &tok) in s.pending.iter().enumerate() {
-                let last = i + 1 == s.pending.len();
+                let wanted =
+                    if checkpoints.is_empty() { i + 1 == s.pending.len() } else { rows_wanted.peek() == Some(&i) };
+                if wanted && !checkpoints.is_empty() {
+                    rows_wanted.next();
+                    s.check_rows.push(session.batch.n_tokens());
+                }
                 session
                     .batch
-                    .add(LlamaToken(tok as i32), (s.n_past + i) as i32, &[s.seq], last)
+                    .add(LlamaToken(tok as i32), (s.n_past + i) as i32, &[s.seq], wanted)
                     .map_err(|e| RuntimeError::Decode(e.to_string()))?;
             }
             s.logits_index = session.batch.n_tokens() - 1;
@@ -394,7 +440,8 @@ impl<'m> BatchDecoder<'_, 'm> {
         let (decoded, waited) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 for s in group.iter_mut() {
-                    match timed_fill(s.matcher.as_mut(), &mut s.mask) {
+                    let filled = timed_fill(s.matcher.as_mut(), &mut s.mask);
+                    match filled.and_then(|t| Ok(t + s.fill_draft_masks()?)) {
                         Ok(t) => s.stats.mask += t,
                         Err(e) => s.error = Some(e),
                     }
@@ -467,30 +514,45 @@ impl Drop for BatchDecoder<'_, '_> {
 }
 
 impl Sequence {
-    /// Samples from `logits` (this sequence's row) and queues the sampled token and the
-    /// tokens the grammar forces after it, or sets why the sequence stops.
+    /// Samples from `logits` (this sequence's row) and queues the sampled token, the tokens
+    /// the grammar forces after it and a draft, or sets why the sequence stops.
     fn sample_next(&mut self, logits: &[f32], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<()> {
+        let mut mask = std::mem::take(&mut self.mask);
+        let chosen = self.choose(logits, &mut mask, vocab);
+        self.mask = mask;
+        match chosen? {
+            Some((token, logprob)) => self.continue_with(token, logprob, vocab, n_ctx, room_in_batch),
+            None => Ok(()),
+        }
+    }
+
+    /// One sampled position: the stop checks that come before it, then the draw from
+    /// `logits` under `mask` (the grammar's mask at this position). `None` when the
+    /// sequence stops here (length, grammar complete, EOS).
+    fn choose(&mut self, logits: &[f32], mask: &mut [u32], vocab: &Vocabulary) -> Result<Option<(u32, Option<f64>)>> {
         let params = &self.request.params;
-        let max_tokens = params.max_tokens as usize;
         if self.stats.decode_start.is_none() {
             self.stats.decode_start = Some(Instant::now());
         }
-        if self.tokens.len() >= max_tokens {
+        if self.tokens.len() >= params.max_tokens as usize {
             self.stop = Some(StopReason::Length);
-            return Ok(());
+            return Ok(None);
         }
         if let Some(m) = &self.matcher {
             if m.must_end() {
                 self.stop = Some(StopReason::GrammarComplete);
-                return Ok(());
+                return Ok(None);
             }
             if params.ignore_eos {
-                clear_eos(&mut self.mask, vocab);
+                clear_eos(mask, vocab);
             }
         }
         let t = Instant::now();
         let step_mask =
-            if self.matcher.is_some() { Some(&self.mask[..]) } else { self.free_mask.as_deref().map(|m| &m[..]) };
+            if self.matcher.is_some() { Some(&mask[..]) } else { self.free_mask.as_deref().map(|m| &m[..]) };
+        if self.matcher.is_some() && bitmask::count(mask) == 1 {
+            self.stats.single_choice_steps += 1;
+        }
         let token = match self.sampler.sample(logits, step_mask, &self.history) {
             // Bias or penalties removed every token the grammar allows: the grammar wins,
             // and the step takes the most likely allowed token.
@@ -508,8 +570,22 @@ impl Sequence {
         self.stats.sample += t.elapsed();
         if vocab.is_eos(token) {
             self.stop = Some(StopReason::Eos);
-            return Ok(());
+            return Ok(None);
         }
+        Ok(Some((token, logprob)))
+    }
+
+    /// After sampling `token`: the matcher accepts it, the forced tokens follow, the text
+    /// goes out, and the next forward pass's tokens (with a draft) are queued.
+    fn continue_with(
+        &mut self,
+        token: u32,
+        logprob: Option<f64>,
+        vocab: &Vocabulary,
+        n_ctx: usize,
+        room_in_batch: usize,
+    ) -> Result<()> {
+        let max_tokens = self.request.params.max_tokens as usize;
         let mut step = vec![token];
         if let Some(m) = self.matcher.as_mut() {
             m.accept_token(token)?;
@@ -521,7 +597,28 @@ impl Sequence {
                 step.extend(more);
             }
         }
-        for (i, &tok) in step.iter().enumerate() {
+        if self.commit(&step, logprob, vocab) {
+            return Ok(());
+        }
+        if self.tokens.len() >= max_tokens {
+            self.stop = Some(StopReason::Length);
+        } else if self.n_past + step.len() > n_ctx {
+            self.stop = Some(StopReason::ContextFull);
+        } else {
+            let room = (max_tokens - self.tokens.len())
+                .min(room_in_batch.saturating_sub(step.len()))
+                .min(n_ctx - self.n_past - step.len());
+            self.draft = self.propose(vocab, room, room_in_batch);
+            self.pending = step;
+            self.pending.extend_from_slice(&self.draft.tokens);
+        }
+        Ok(())
+    }
+
+    /// Appends `tokens` (the first sampled with `logprob`, the rest forced) to the output;
+    /// true when a stop string ended it.
+    fn commit(&mut self, tokens: &[u32], logprob: Option<f64>, vocab: &Vocabulary) -> bool {
+        for (i, &tok) in tokens.iter().enumerate() {
             self.history.push(tok);
             self.tokens.push(tok);
             self.logprobs.push(if i == 0 { logprob.map(|lp| lp as f32) } else { None });
@@ -529,18 +626,106 @@ impl Sequence {
                 let unsent = &mut self.unsent;
                 if let Some(stop) = self.out.push(vocab.token_bytes(tok), &mut |p: &str| unsent.push_str(p)) {
                     self.stop = Some(StopReason::Stop(stop));
-                    return Ok(());
+                    return true;
                 }
             }
         }
-        if self.tokens.len() >= max_tokens {
-            self.stop = Some(StopReason::Length);
-        } else if self.n_past + step.len() > n_ctx {
-            self.stop = Some(StopReason::ContextFull);
-        } else {
-            self.pending = step;
+        false
+    }
+
+    /// A prompt-lookup draft of at most `room` tokens, when the request speculates.
+    fn propose(&mut self, vocab: &Vocabulary, room: usize, room_in_batch: usize) -> Draft {
+        let Some(Speculation::PromptLookup(params)) = &self.request.speculation else { return Draft::default() };
+        let proposal = speculate::lookup(self.history.tokens(), params, room.min(self.draft_cap));
+        if proposal.is_empty() {
+            return Draft::default();
         }
-        Ok(())
+        let max_tokens = self.request.params.max_tokens as usize;
+        let base = self.tokens.len();
+        let forced_room =
+            |drafted: usize| max_tokens.saturating_sub(base + drafted + 1).min(room_in_batch.saturating_sub(1));
+        speculate::grammar_draft(&proposal, self.matcher.as_ref(), vocab, self.request.fast_forward, room, forced_room)
+    }
+
+    /// After the forward pass of a step with a draft: checks the draft position by position
+    /// (a draw from the target's distribution; the draft token is kept when the draw is
+    /// it), then continues with the first draw that differs, or the bonus draw after a
+    /// wholly accepted draft. `rows[k]` are the logits at checkpoint `k`
+    /// ([`Draft::checkpoints`]). Returns how many drafted tokens were rejected: the caller
+    /// drops their KV cells (`n_past` already excludes them).
+    fn verify(&mut self, rows: &[&[f32]], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<usize> {
+        let draft = std::mem::take(&mut self.draft);
+        let checkpoints = draft.checkpoints();
+        let mut masks = std::mem::take(&mut self.draft_masks);
+        let (mut consumed, mut accepted, mut next) = (0, 0, None);
+        for (k, &j) in checkpoints.iter().enumerate() {
+            // Free text has no masks (its mask is the fixed `free_mask`).
+            let mut mask = match k {
+                0 => std::mem::take(&mut self.mask),
+                _ => masks.get_mut(k - 1).map(std::mem::take).unwrap_or_default(),
+            };
+            let chosen = self.choose(rows[k], &mut mask, vocab);
+            self.mask = mask;
+            let Some((token, logprob)) = chosen? else { break };
+            if j == draft.len() || token != draft.tokens[j] {
+                next = Some((token, logprob));
+                break;
+            }
+            // Accepted: the drafted token and the forced ones after it.
+            let end = checkpoints.get(k + 1).copied().unwrap_or(draft.len());
+            let run = &draft.tokens[j..end];
+            if let Some(m) = self.matcher.as_mut() {
+                m.accept_tokens(run).map_err(|(_, e)| e)?;
+            }
+            self.stats.forced += run.len() - 1;
+            accepted += 1;
+            consumed = end;
+            if self.commit(run, logprob, vocab) {
+                break;
+            }
+        }
+        let rejected = draft.len() - consumed;
+        self.n_past -= rejected;
+        let spec = &mut self.stats.speculation;
+        spec.draft_steps += 1;
+        spec.drafted += draft.sampled();
+        spec.accepted += accepted;
+        self.draft_cap = if accepted == 0 {
+            (self.draft_cap / 2).max(1)
+        } else if accepted == draft.sampled() {
+            (self.draft_cap + 1).min(self.max_draft())
+        } else {
+            self.draft_cap
+        };
+        if let (Some((token, logprob)), None) = (next, &self.stop) {
+            self.continue_with(token, logprob, vocab, n_ctx, room_in_batch)?;
+        }
+        Ok(rejected)
+    }
+
+    /// The request's longest draft (0 without speculation).
+    fn max_draft(&self) -> usize {
+        match &self.request.speculation {
+            Some(Speculation::PromptLookup(p)) => p.max_draft,
+            None => 0,
+        }
+    }
+
+    /// The masks at a draft's later checkpoints (the first is [`Sequence::mask`]): the
+    /// matcher forked and walked through the draft.
+    fn fill_draft_masks(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let (Some(matcher), false) = (&self.matcher, self.draft.is_empty()) else { return Ok(Duration::ZERO) };
+        let checkpoints = self.draft.checkpoints();
+        self.draft_masks.resize_with(checkpoints.len() - 1, || bitmask::new_mask(self.mask.len() * 32));
+        let mut fork = matcher.fork();
+        let mut from = 0;
+        for (k, &j) in checkpoints.iter().enumerate().skip(1) {
+            fork.accept_tokens(&self.draft.tokens[from..j]).map_err(|(_, e)| e)?;
+            from = j;
+            fork.fill_mask(&mut self.draft_masks[k - 1])?;
+        }
+        Ok(start.elapsed())
     }
 
     /// Ends the sequence with `result`'s error, if it is one.
@@ -591,7 +776,9 @@ impl Sequence {
             forced_tokens: stats.forced,
             forward_passes: stats.passes,
             fallback_steps: stats.fallback_steps,
+            single_choice_steps: stats.single_choice_steps,
             mean_logprob: (stats.sampled > 0).then(|| stats.logprob_sum / stats.sampled as f64),
+            speculation: request.speculation.is_some().then(|| stats.speculation.finish()),
             timings: Timings {
                 prefill_ms: ms(stats.prefill),
                 decode_ms: ms(decode_time),

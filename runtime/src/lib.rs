@@ -30,6 +30,7 @@ mod error;
 mod model;
 pub mod select;
 mod session;
+mod speculate;
 mod telemetry;
 
 pub use baseline::BaselineRun;
@@ -44,5 +45,6 @@ pub use select::{
     VoteOutcome,
 };
 pub use session::{GenerateRequest, Generation, Session};
+pub use speculate::{lookup, PromptLookup, Speculation, SpeculationStats};
 pub use stencil_sampling as sampling;
 pub use telemetry::{GenerationRecord, StopReason, Timings};

@@ -40,6 +40,9 @@ pub struct GenerateRequest {
     /// Append tokens the grammar forces without sampling them (one forward pass for all
     /// of them). Default true.
     pub fast_forward: bool,
+    /// Speculative decoding (prompt lookup); `None` (default) decodes one sampled token per
+    /// forward pass. Outputs are the same either way (see [`crate::Speculation`]).
+    pub speculation: Option<crate::Speculation>,
 }
 
 impl GenerateRequest {
@@ -52,6 +55,7 @@ impl GenerateRequest {
             params: SamplingParams::default(),
             preset: None,
             fast_forward: true,
+            speculation: None,
         }
     }
 

@@ -90,10 +90,18 @@ pub struct GenerationRecord {
     /// Steps where logit bias or penalties had removed every token the grammar allows, so
     /// the most likely allowed token was taken instead (the grammar always wins).
     pub fallback_steps: usize,
+    /// Sampled steps where the grammar allowed a single token: no decoding-time policy can
+    /// act there, and a watermark carries no signal. With `forced_tokens` (also single
+    /// choices, appended without a step), the tokens a watermark detector counts for nothing.
+    pub single_choice_steps: usize,
     /// Mean log-probability of the sampled tokens (forced ones have none), among the
     /// allowed tokens after bias, penalties and temperature ([`stencil_sampling::Sampler::logprob`]):
     /// what best-of-N ranks by. `None` when no token was sampled.
     pub mean_logprob: Option<f64>,
+    /// Prompt-lookup speculation: drafted and accepted tokens, acceptance rate, mean
+    /// accepted length (`None` when the request did not speculate). Tokens per target
+    /// forward pass: `generated_tokens / forward_passes`.
+    pub speculation: Option<crate::speculate::SpeculationStats>,
     pub timings: Timings,
 }
 

@@ -1,0 +1,242 @@
+//! Speculative decoding by prompt lookup: drafts copied from earlier in the prompt and the
+//! output, verified in the same forward pass as the step's own tokens.
+//!
+//! **Drafting** (no model): the longest suffix of the tokens so far, `max_match` tokens at
+//! most and `min_match` at least, that also occurs earlier (the latest occurrence wins)
+//! proposes the tokens that followed it, up to `max_draft`. Under a grammar the draft is
+//! walked through a forked matcher: it ends at the first token the grammar refuses, and the
+//! tokens the grammar forces after a drafted token are put in as forced (where the copied
+//! text goes the same way they are skipped in it; where it does not, the draft ends).
+//!
+//! **Verification** is exact: a prompt-lookup draft is a one-hot proposal `q`, so accepting
+//! draft token `d` with probability `min(1, p(d)/q(d)) = p(d)` and, on rejection, drawing
+//! from `norm(max(0, p − q))` (which is `p` without `d`) is the same as drawing from `p` and
+//! keeping `d` when the draw is `d`. The decode loop does exactly that, with the whole
+//! sampling pipeline and the mask of the matcher advanced through the accepted drafts, so
+//! each sampled position takes the same draw as without speculation: seeded and greedy runs
+//! give the output they give without it, token for token (as long as llama.cpp's logits
+//! for a position verified in a batch equal those of one-token decoding).
+//!
+//! **Draft length**: `max_draft` tokens; it adapts to acceptance — after a step whose draft
+//! was wholly rejected the next draft is at most half as long (never below 1), after a fully
+//! accepted one it may grow back by one, up to `max_draft`.
+
+use serde::Serialize;
+use stencil_mask::{Matcher, Vocabulary};
+
+/// Speculation settings of a request.
+///
+/// ```
+/// let s = stencil_runtime::Speculation::prompt_lookup();
+/// let stencil_runtime::Speculation::PromptLookup(p) = s;
+/// assert_eq!((p.max_draft, p.min_match, p.max_match), (8, 2, 4));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speculation {
+    /// Drafts copied from the prompt and the output (see the module docs).
+    PromptLookup(PromptLookup),
+}
+
+impl Speculation {
+    /// Prompt lookup with the default settings.
+    pub fn prompt_lookup() -> Self {
+        Speculation::PromptLookup(PromptLookup::default())
+    }
+}
+
+/// Prompt-lookup settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PromptLookup {
+    /// Draft tokens per step at most (default 8).
+    pub max_draft: usize,
+    /// The shortest suffix that may match (default 2).
+    pub min_match: usize,
+    /// The longest suffix tried (default 4).
+    pub max_match: usize,
+}
+
+impl Default for PromptLookup {
+    fn default() -> Self {
+        PromptLookup { max_draft: 8, min_match: 1, max_match: 4 }
+    }
+}
+
+/// A proposed continuation: tokens, each either to be verified by sampling or forced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Draft {
+    pub tokens: Vec<u32>,
+    /// Per token: the grammar forces it (no sampling, no check).
+    pub forced: Vec<bool>,
+}
+
+impl Draft {
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Drafted tokens that will be checked by sampling.
+    pub fn sampled(&self) -> usize {
+        self.forced.iter().filter(|&&f| !f).count()
+    }
+
+    fn push(&mut self, token: u32, forced: bool) {
+        self.tokens.push(token);
+        self.forced.push(forced);
+    }
+
+    /// Where the draft is checked: the indices of its sampled tokens (each drawn at the
+    /// position before it), then its end (the bonus draw after a wholly accepted draft).
+    pub fn checkpoints(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&j| !self.forced[j]).chain(std::iter::once(self.len())).collect()
+    }
+}
+
+/// The tokens that followed the latest earlier occurrence of the longest suffix of
+/// `tokens` (between `min_match` and `max_match` long), at most `limit` of them.
+///
+/// ```
+/// # use stencil_runtime::PromptLookup;
+/// let p = PromptLookup { max_draft: 3, min_match: 2, max_match: 3 };
+/// //           a  b  c  d  x  a  b
+/// let tokens = [1, 2, 3, 4, 9, 1, 2];
+/// assert_eq!(stencil_runtime::lookup(&tokens, &p, 3), vec![3, 4, 9]);
+/// assert!(stencil_runtime::lookup(&[1, 2, 3], &p, 3).is_empty());
+/// ```
+pub fn lookup(tokens: &[u32], params: &PromptLookup, limit: usize) -> Vec<u32> {
+    let n = tokens.len();
+    let limit = limit.min(params.max_draft);
+    if limit == 0 {
+        return Vec::new();
+    }
+    for len in (params.min_match.max(1)..=params.max_match).rev() {
+        if len >= n {
+            continue;
+        }
+        let suffix = &tokens[n - len..];
+        // The latest earlier occurrence whose continuation is not the suffix itself.
+        if let Some(start) = (0..n - len).rev().find(|&s| &tokens[s..s + len] == suffix) {
+            let from = start + len;
+            return tokens[from..(from + limit).min(n)].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+/// `proposal` as a draft the grammar allows (see the module docs): cut at the first
+/// refused token or EOS, forced tokens inserted, at most `limit` tokens in all.
+/// `forced_room(k)` is how many forced tokens may follow a sampled token with `k` draft
+/// tokens before it (what the decode loop would allow there without speculation: a draft
+/// whose forced run would be cut ends before that token instead). `matcher` is the state
+/// after the step's own tokens; it is forked, not changed.
+pub(crate) fn grammar_draft(
+    proposal: &[u32],
+    matcher: Option<&Matcher>,
+    vocab: &Vocabulary,
+    fast_forward: bool,
+    limit: usize,
+    forced_room: impl Fn(usize) -> usize,
+) -> Draft {
+    let mut draft = Draft::default();
+    let mut fork = matcher.map(Matcher::fork);
+    let mut i = 0;
+    while i < proposal.len() && draft.len() < limit {
+        let token = proposal[i];
+        if vocab.is_eos(token) {
+            break;
+        }
+        let Some(m) = fork.as_mut() else {
+            draft.push(token, false);
+            i += 1;
+            continue;
+        };
+        if m.must_end() || m.accept_token(token).is_err() {
+            break;
+        }
+        let forced = if fast_forward { m.forced_tokens(forced_room(draft.len())) } else { Vec::new() };
+        if draft.len() + 1 + forced.len() > limit || m.accept_tokens(&forced).is_err() {
+            break;
+        }
+        draft.push(token, false);
+        i += 1;
+        forced.iter().for_each(|&f| draft.push(f, true));
+        if !forced.is_empty() {
+            // Copying goes on only where the copied text goes the grammar's way.
+            if proposal.get(i..i + forced.len()) != Some(&forced[..]) {
+                break;
+            }
+            i += forced.len();
+        }
+    }
+    draft
+}
+
+/// Speculation counts for the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SpeculationStats {
+    /// Draft tokens proposed for checking by sampling (forced ones not counted).
+    pub drafted: usize,
+    /// Of those, accepted.
+    pub accepted: usize,
+    /// `accepted / drafted` (0 when nothing was drafted).
+    pub acceptance_rate: f64,
+    /// Accepted draft tokens per step that had a draft.
+    pub mean_accepted_length: f64,
+    /// Steps that had a draft.
+    pub draft_steps: usize,
+}
+
+impl SpeculationStats {
+    pub(crate) fn finish(mut self) -> Self {
+        self.acceptance_rate = if self.drafted == 0 { 0.0 } else { self.accepted as f64 / self.drafted as f64 };
+        self.mean_accepted_length =
+            if self.draft_steps == 0 { 0.0 } else { self.accepted as f64 / self.draft_steps as f64 };
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_takes_the_longest_suffix_and_its_latest_occurrence() {
+        let p = PromptLookup { max_draft: 4, min_match: 1, max_match: 3 };
+        // "7 8" occurs twice; the latest occurrence (at 4) is followed by 5.
+        assert_eq!(lookup(&[7, 8, 1, 2, 7, 8, 5, 6, 7, 8], &p, 4), vec![5, 6, 7, 8]);
+        // The 3-token suffix "1 7 8" beats the 2-token one.
+        assert_eq!(lookup(&[1, 7, 8, 9, 3, 7, 8, 4, 1, 7, 8], &p, 2), vec![9, 3]);
+        // Too short a match: nothing.
+        let strict = PromptLookup { min_match: 3, ..p };
+        assert!(lookup(&[5, 6, 1, 5, 6], &strict, 4).is_empty());
+        assert!(lookup(&[], &p, 4).is_empty());
+        assert!(lookup(&[1, 2, 1, 2], &p, 0).is_empty());
+    }
+
+    #[test]
+    fn grammar_drafts_stop_at_refused_tokens_and_take_forced_ones() {
+        let (vocab, tok) = stencil_mask::vocab::fixtures::smollm2();
+        let g = stencil_grammar::parse_gbnf(r#"root ::= "{\"name\": \"" [a-z]+ "\", \"age\": " [0-9]+ "}""#).unwrap();
+        let g = stencil_mask::CompiledGrammar::new(&g, vocab.clone()).unwrap();
+        let mut m = Matcher::new(g);
+        m.accept_tokens(&tok.encode("{\"name\": \"").unwrap()).unwrap();
+        // Copying `ada", "age": 3` (as the text would tokenize) is drafted up to the quote,
+        // then the forced `", "age": ` goes in as forced.
+        let proposal = tok.encode("ada\", \"age\": 36}").unwrap();
+        let draft = grammar_draft(&proposal, Some(&m), &vocab, true, 32, |_| 64);
+        let text: Vec<u8> = draft.tokens.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
+        assert!(String::from_utf8_lossy(&text).starts_with("ada\""), "{:?}", String::from_utf8_lossy(&text));
+        assert!(draft.forced.iter().any(|&f| f), "the grammar forces text after the name");
+        // A proposal the grammar refuses at once gives nothing.
+        let refused = tok.encode("42").unwrap();
+        assert!(grammar_draft(&refused, Some(&m), &vocab, true, 8, |_| 64).is_empty());
+        // EOS ends a draft; the limit holds.
+        assert!(grammar_draft(&proposal, Some(&m), &vocab, true, 2, |_| 64).len() <= 2);
+        assert_eq!(grammar_draft(&[vocab.eos_ids()[0]], None, &vocab, true, 8, |_| 64), Draft::default());
+        assert_eq!(grammar_draft(&[5, 6], None, &vocab, true, 8, |_| 64).checkpoints(), vec![0, 1, 2]);
+    }
+}
