@@ -14,6 +14,8 @@
 //! - [`StopStrings`]: ends the text at the first stop string, streaming what is safe.
 //! - [`Utf8Stream`]: token bytes → valid UTF-8 pieces.
 //! - [`Presets`]: built-in and TOML-defined named parameter sets.
+//! - [`watermark`]: a keyed greenlist watermark ([`WatermarkParams`], a pipeline stage) and
+//!   its detector ([`Greenlist::detect`]), which needs only the key and the tokenizer.
 //!
 //! # The pipeline
 //!
@@ -24,16 +26,25 @@
 //!    (output only, subtractive), then the no-repeat n-gram ban (`-inf`).
 //! 3. **Grammar mask**: disallowed tokens are removed, as are tokens now at `-inf` (NaN
 //!    logits count as `-inf`).
-//! 4. **Temperature**: `p ∝ exp(l / T)`; `T = 0` is greedy: the argmax of what stages 1–3
-//!    left, and stages 5–8 are skipped (they would keep the argmax anyway).
-//! 5. **Top-k**, 6. **top-p**, 7. **min-p**: truncations, each on the renormalized result
+//! 4. **Watermark** (when [`SamplingParams::watermark`] is set): `l += δ` for every token
+//!    still allowed that is green after the last h tokens of the history (see
+//!    [`watermark`]).
+//! 5. **Temperature**: `p ∝ exp(l / T)`; `T = 0` is greedy: the argmax of what stages 1–4
+//!    left, and stages 6–9 are skipped (they would keep the argmax anyway).
+//! 6. **Top-k**, 7. **top-p**, 8. **min-p**: truncations, each on the renormalized result
 //!    of the one before.
-//! 8. **Draw** one token with the seeded generator.
+//! 9. **Draw** one token with the seeded generator.
 //!
 //! Why this order:
 //!
 //! - *Bias and penalties before the mask*, so that nothing they do can bring back a masked
 //!   token: a `+100` bias on a token the grammar forbids changes nothing.
+//! - *The watermark after the mask*, so that it never brings back a masked token and acts
+//!   only among the tokens the grammar leaves (a step with one allowed token carries no
+//!   signal); *before temperature*, as in the paper, so a temperature `T` scales its effect
+//!   to `δ / T`, and greedy decoding (`T = 0`) takes the argmax of the biased logits (a
+//!   green token wins when it is within δ of the best). Truncation then sees the biased
+//!   distribution, which is the one sampled.
 //! - *The mask before temperature and truncation*, so that top-k, top-p and min-p choose
 //!   among allowed tokens only. Truncating first could keep only tokens the grammar forbids
 //!   and leave nothing to sample; it would also make the grammar's effect depend on k and p.
@@ -104,6 +115,7 @@ pub mod presets;
 mod sampler;
 mod stop;
 mod utf8;
+pub mod watermark;
 
 pub use error::SamplingError;
 pub use history::{TokenCount, TokenHistory};
@@ -112,3 +124,4 @@ pub use presets::Presets;
 pub use sampler::Sampler;
 pub use stop::{StopOutput, StopStrings};
 pub use utf8::Utf8Stream;
+pub use watermark::{Detection, Greenlist, Seeding, WatermarkKey, WatermarkParams};

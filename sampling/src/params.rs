@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::SamplingError;
+use crate::{SamplingError, WatermarkParams};
 
 /// The decoding parameters of one request.
 ///
@@ -81,6 +81,12 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
     /// Keep generating after an end-of-sequence token (benchmarks). Default false.
     pub ignore_eos: bool,
+    /// A greenlist watermark ([stage 4](crate#the-pipeline)): `l += δ` for the allowed tokens
+    /// that are green after the last h tokens (see [`watermark`](crate::watermark)).
+    /// Default `None` = off; absent from the serialized form when off, and its key
+    /// serializes as `"<redacted>"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<WatermarkParams>,
 }
 
 impl Default for SamplingParams {
@@ -99,6 +105,7 @@ impl Default for SamplingParams {
             max_tokens: 256,
             stop: Vec::new(),
             ignore_eos: false,
+            watermark: None,
         }
     }
 }
@@ -127,7 +134,8 @@ impl SamplingParams {
     /// [`SamplingError::InvalidParam`], naming the first bad field and its value: a NaN,
     /// infinite or negative `temperature`, `top_p` outside `(0, 1]`, `min_p` outside
     /// `[0, 1]`, a `repetition_penalty` that is not finite and `> 0`, a non-finite
-    /// frequency or presence penalty or bias, an empty stop string.
+    /// frequency or presence penalty or bias, an empty stop string, a watermark that
+    /// [`WatermarkParams::validate`] rejects.
     ///
     /// # Example
     ///
@@ -169,6 +177,9 @@ impl SamplingParams {
         }
         if let Some(i) = self.stop.iter().position(String::is_empty) {
             return Err(SamplingError::invalid(format!("stop[{i}]"), "\"\"", "expected a non-empty stop string"));
+        }
+        if let Some(w) = &self.watermark {
+            w.validate()?;
         }
         Ok(())
     }

@@ -10,8 +10,13 @@
 //! max_tokens = 1024                # then any SamplingParams field
 //! stop = ["\n\n"]
 //! logit_bias = { "13" = -5.0 }     # token id → bias (TOML keys are strings)
+//!
+//! [preset.audited]
+//! base = "creative"
+//! watermark = { key = "…", gamma = 0.25, delta = 2.0 }  # a WatermarkParams table
 //! ```
 //!
+//! A `watermark` table replaces the base's watermark as a whole (its `key` is required).
 //! Without `base`, a preset starts from [`SamplingParams::default`]. Unknown keys are errors
 //! with line and column; a file preset may not reuse a built-in name; every preset is
 //! checked by [`SamplingParams::validate`]. `sampling/presets.example.toml` is a full example.
@@ -21,7 +26,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::{SamplingError, SamplingParams};
+use crate::{SamplingError, SamplingParams, WatermarkParams};
 
 /// Greedy decoding, every other stage off: for extraction and structured output, where the
 /// grammar does the constraining and the most likely valid token is wanted.
@@ -193,6 +198,7 @@ struct FilePreset {
     max_tokens: Option<u32>,
     stop: Option<Vec<String>>,
     ignore_eos: Option<bool>,
+    watermark: Option<WatermarkParams>,
 }
 
 impl FilePreset {
@@ -217,6 +223,9 @@ impl FilePreset {
         set(&mut p.max_tokens, &self.max_tokens);
         set(&mut p.stop, &self.stop);
         set(&mut p.ignore_eos, &self.ignore_eos);
+        if self.watermark.is_some() {
+            p.watermark.clone_from(&self.watermark);
+        }
     }
 }
 
@@ -269,6 +278,8 @@ mod tests {
             max_tokens: 12,
             stop: vec!["x".into()],
             ignore_eos: true,
+            // Serialized redacted, so tested apart (`a_preset_carries_a_watermark`).
+            watermark: None,
         };
         // Serialize the map keys as TOML wants them (strings) via JSON.
         let value: toml::Value = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
@@ -278,6 +289,24 @@ mod tests {
         )]))
         .unwrap();
         assert_eq!(Presets::from_toml_str(&text).unwrap().get("full").unwrap(), &full, "{text}");
+    }
+
+    #[test]
+    fn a_preset_carries_a_watermark() {
+        let presets = Presets::from_toml_str(
+            "[preset.marked]\nbase = \"creative\"\nwatermark = { key = \"k\", delta = 3.0 }\n\
+             [preset.child]\nbase = \"marked\"\nmax_tokens = 9\n",
+        )
+        .unwrap();
+        let child = presets.get("child").unwrap();
+        let w = child.watermark.as_ref().unwrap();
+        assert_eq!((w.gamma, w.delta, child.top_p), (0.25, 3.0, 0.95));
+        assert_eq!(w.key, crate::WatermarkKey::new("k"));
+        assert!(err("[preset.m]\nwatermark = { gamma = 0.5 }\n").contains("key"));
+        assert_eq!(
+            err("[preset.m]\nwatermark = { key = \"k\", gamma = 2.0 }\n"),
+            "preset `m`: invalid sampling parameter `watermark.gamma` = 2: expected 0 < gamma < 1"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! One step is one pass over the allowed tokens (set bits of the mask, zero words skipped;
 //! every id without a mask). Bias and penalties touch few ids (the bias map, the history's
 //! distinct tokens, the n-gram bans), so they are computed first, for those ids only, into a
-//! short list sorted by id that the pass merges in. The pass keeps the tokens above `-inf` in
+//! short list sorted by id that the pass merges in; the watermark (one SplitMix64 output per
+//! allowed token) is added in the same pass. The pass keeps the tokens above `-inf` in
 //! a reused candidate buffer; greedy keeps only the running argmax. Top-k is a selection,
 //! top-p a selection by probability mass (no full sort), min-p a filter.
 
@@ -14,9 +15,10 @@ use std::fmt;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::watermark::Greenlist;
 use crate::{SamplingError, SamplingParams, TokenHistory};
 
-/// One surviving token: its id, adjusted logit and, from stage 4 on, its unnormalized
+/// One surviving token: its id, adjusted logit and, from stage 5 on, its unnormalized
 /// probability `exp((logit - max) / T)`.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
@@ -70,6 +72,8 @@ pub struct Sampler {
     edits: Vec<(u32, f32)>,
     /// Scratch: the tokens the n-gram rule bans.
     banned: Vec<u32>,
+    /// Stage 4: the watermark's greenlists and its bias δ (`None` when off or δ = 0).
+    watermark: Option<(Greenlist, f32)>,
 }
 
 impl fmt::Debug for Sampler {
@@ -78,7 +82,7 @@ impl fmt::Debug for Sampler {
     }
 }
 
-/// What stages 1–7 left: a greedy choice, or weighted candidates to draw from.
+/// What stages 1–8 left: a greedy choice, or weighted candidates to draw from.
 enum Outcome {
     Greedy(u32),
     /// The candidates' weights are their unnormalized probabilities; this is their sum.
@@ -95,6 +99,10 @@ impl Sampler {
     pub fn new(params: SamplingParams) -> Result<Sampler, SamplingError> {
         params.validate()?;
         let seed = params.seed.unwrap_or_else(|| rand::thread_rng().gen());
+        let watermark = match &params.watermark {
+            Some(w) if w.delta > 0.0 => Some((w.greenlist()?, w.delta)),
+            _ => None,
+        };
         Ok(Sampler {
             params,
             seed,
@@ -102,6 +110,7 @@ impl Sampler {
             candidates: Vec::new(),
             edits: Vec::new(),
             banned: Vec::new(),
+            watermark,
         })
     }
 
@@ -116,11 +125,11 @@ impl Sampler {
         &self.params
     }
 
-    /// Picks the next token: stages 1–7, then a seeded draw, or the argmax when greedy.
+    /// Picks the next token: stages 1–8, then a seeded draw, or the argmax when greedy.
     ///
     /// `logits` has one entry per token of the model's vocabulary. With `mask`, token `t` is
     /// allowed iff `mask[t / 32] >> (t % 32) & 1 == 1`; tokens at or beyond `mask.len() * 32`
-    /// are not. `history` feeds the penalties.
+    /// are not. `history` feeds the penalties and the watermark's context.
     ///
     /// Each non-greedy call takes one `f64` from the generator, so the draws depend only on
     /// the seed and the sequence of calls.
@@ -178,8 +187,8 @@ impl Sampler {
         dist
     }
 
-    /// The `n` most likely next tokens with their log-probabilities after stages 1–4 only
-    /// (bias, penalties, mask, temperature — taken as 1 when greedy; no truncation), most
+    /// The `n` most likely next tokens with their log-probabilities after stages 1–5 only
+    /// (bias, penalties, mask, watermark, temperature — taken as 1 when greedy; no truncation), most
     /// likely first (ties: lowest id). For beam search and for OpenAI-style `logprobs`.
     /// Empty when nothing can follow.
     ///
@@ -215,7 +224,7 @@ impl Sampler {
     }
 
     /// The log-probability of `token` on the same terms as
-    /// [`top_logprobs`](Sampler::top_logprobs) (stages 1–4, no truncation; temperature 1
+    /// [`top_logprobs`](Sampler::top_logprobs) (stages 1–5, no truncation; temperature 1
     /// when greedy): what best-of-N ranks candidates by. `None` when `token` is not allowed
     /// or nothing can follow.
     ///
@@ -240,9 +249,10 @@ impl Sampler {
         Some(scaled(&self.candidates[chosen]) - log_total)
     }
 
-    /// Stages 1–3: fills `candidates` with the allowed tokens above `-inf` after bias and
-    /// penalties (NaN counts as `-inf`, `+inf` becomes `f32::MAX`), in increasing id order.
-    /// With `greedy`, keeps only the best one instead.
+    /// Stages 1–4: fills `candidates` with the allowed tokens above `-inf` after bias and
+    /// penalties (NaN counts as `-inf`, `+inf` becomes `f32::MAX`), in increasing id order,
+    /// with the watermark's δ added to the green ones. With `greedy`, keeps only the best
+    /// one instead.
     fn prepare(
         &mut self,
         logits: &[f32],
@@ -252,11 +262,18 @@ impl Sampler {
     ) -> Result<(), SamplingError> {
         let logits = &logits[..logits.len().min(u32::MAX as usize)];
         self.edit(logits, history);
+        // Stage 4, on what the mask let through: a masked token stays masked.
+        let green = self.watermark.as_ref().and_then(|(g, delta)| Some((g, g.seed(history.tokens())?, *delta)));
+        let watermark = |id: u32, logit: f32| match green {
+            Some((g, seed, delta)) if g.is_green(seed, id) => (logit + delta).min(f32::MAX),
+            _ => logit,
+        };
         let candidates = &mut self.candidates;
         candidates.clear();
         if greedy {
             let (mut best, mut best_logit) = (None, f32::NEG_INFINITY);
             scan(logits, mask, &self.edits, |id, logit| {
+                let logit = watermark(id, logit);
                 if logit > best_logit {
                     // Strictly greater: ties keep the lowest id.
                     (best, best_logit) = (Some(id), logit);
@@ -267,7 +284,9 @@ impl Sampler {
             if mask.is_none() {
                 candidates.reserve(logits.len());
             }
-            scan(logits, mask, &self.edits, |id, logit| candidates.push(Candidate { id, logit, weight: 0.0 }));
+            scan(logits, mask, &self.edits, |id, logit| {
+                candidates.push(Candidate { id, logit: watermark(id, logit), weight: 0.0 })
+            });
         }
         if candidates.is_empty() {
             Err(SamplingError::NoCandidates)
@@ -318,7 +337,7 @@ impl Sampler {
         }
     }
 
-    /// Stages 1–7: a greedy choice, or the weighted candidates to draw from.
+    /// Stages 1–8: a greedy choice, or the weighted candidates to draw from.
     fn run(&mut self, logits: &[f32], mask: Option<&[u32]>, history: &TokenHistory) -> Result<Outcome, SamplingError> {
         let greedy = self.params.is_greedy();
         self.prepare(logits, mask, history, greedy)?;
@@ -327,20 +346,20 @@ impl Sampler {
             // Truncation always keeps the argmax: no softmax needed.
             return candidates.first().map(|c| Outcome::Greedy(c.id)).ok_or(SamplingError::NoCandidates);
         }
-        // Stage 5 before 4 in the code: top-k needs only the logits' order, and then only k
+        // Stage 6 before 5 in the code: top-k needs only the logits' order, and then only k
         // weights are computed.
         let k = self.params.top_k as usize;
         if k > 0 && k < candidates.len() {
             candidates.select_nth_unstable_by(k - 1, by_rank);
             candidates.truncate(k);
         }
-        // Stage 4: temperature, as weights exp((l - max) / T): the most likely weighs 1.
+        // Stage 5: temperature, as weights exp((l - max) / T): the most likely weighs 1.
         let (max, temperature) = (max_logit(candidates), f64::from(self.params.temperature));
         let weigh = |c: &mut Candidate| {
             c.weight = ((f64::from(c.logit) - max) / temperature).exp();
             c.weight
         };
-        // Stage 6: top-p.
+        // Stage 7: top-p.
         let top_p = f64::from(self.params.top_p);
         let mut total;
         if top_p < 1.0 {
@@ -368,7 +387,7 @@ impl Sampler {
         } else {
             total = candidates.iter_mut().map(weigh).sum();
         }
-        // Stage 7: min-p, relative to the most likely token, whose weight is 1.
+        // Stage 8: min-p, relative to the most likely token, whose weight is 1.
         let min_p = f64::from(self.params.min_p);
         if min_p > 0.0 {
             candidates.retain(|c| c.weight >= min_p);
