@@ -22,3 +22,5 @@ echo "== cargo test (the default members; llama.cpp is built once, about 8 minut
 # caches: a one-off build does not need them, and they cost gigabytes of disk.
 export CARGO_INCREMENTAL=0
 cargo test --locked -- --test-threads=2
+
+scripts/test-server.sh

@@ -40,6 +40,8 @@ pub struct Options {
     pub n_ctx: u32,
     pub log: Option<PathBuf>,
     pub no_fast_forward: bool,
+    /// Prompt-lookup speculation.
+    pub speculation: Option<stencil_runtime::Speculation>,
     pub quiet: bool,
 }
 
@@ -59,6 +61,8 @@ pub struct Overrides {
     pub max_tokens: Option<u32>,
     pub stop: Vec<String>,
     pub ignore_eos: bool,
+    /// `--watermark-*`, over the preset's watermark.
+    pub watermark: crate::watermark::GenerateFlags,
 }
 
 /// The preset used when none is named: greedy, for reproducible extraction.
@@ -116,6 +120,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     let mut request = GenerateRequest::new(prompt).with_params(params);
     request.preset = Some(opts.preset.clone().unwrap_or_else(|| DEFAULT_PRESET.to_string()));
     request.fast_forward = !opts.no_fast_forward;
+    request.speculation = opts.speculation.clone();
     if let Some(g) = grammar {
         request = request.with_grammar(g, label);
     }
@@ -188,6 +193,15 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
             describe_stop(&record.stop_reason),
         );
     }
+    if let (Some(spec), false) = (&record.speculation, opts.quiet) {
+        eprintln!(
+            "prompt lookup: {} of {} drafted tokens accepted ({:.0} %), {:.2} tokens per forward pass",
+            spec.accepted,
+            spec.drafted,
+            100.0 * spec.acceptance_rate,
+            record.generated_tokens as f64 / record.forward_passes.max(1) as f64
+        );
+    }
     if let Some(log) = &opts.log {
         append_line(log, &record.to_json_line())?;
     }
@@ -203,6 +217,7 @@ pub(crate) fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError
     let name = opts.preset.as_deref().unwrap_or(DEFAULT_PRESET);
     let mut params = presets.get(name).map_err(|e| CliError::Usage(e.to_string()))?.clone();
     opts.overrides.apply(&mut params);
+    opts.overrides.watermark.apply(&mut params)?;
     params.validate().map_err(|e| CliError::Usage(e.to_string()))?;
     Ok(params)
 }

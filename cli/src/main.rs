@@ -16,11 +16,13 @@ mod models;
 mod rng;
 mod sample;
 mod scaling;
+mod serve;
 mod source;
 mod text;
 mod tools;
 mod validate;
 mod vocab;
+mod watermark;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -142,6 +144,19 @@ enum Command {
         after_help = "Example:\n  stencil generate --schema fixtures/schemas/person.json --prompt-file fixtures/prompts/person.txt"
     )]
     Generate(Box<GenerateArgs>),
+    /// Serve the OpenAI chat and completions API over HTTP, with response_format (json_object,
+    /// json_schema), GBNF grammars and regular expressions enforced by Stencil's masks.
+    ///
+    /// Routes: POST /v1/chat/completions, POST /v1/completions (JSON or server-sent events),
+    /// GET /v1/models, GET /health (503 while the model loads), GET /metrics (Prometheus).
+    /// Up to --parallel requests decode together, one llama.cpp batch per step; more wait in
+    /// a queue of --queue-size (then 429). Listens on 127.0.0.1 unless --host says otherwise;
+    /// SIGINT or SIGTERM stops it, letting requests in flight finish for --shutdown-timeout.
+    #[command(after_help = "Example:\n  stencil serve --port 8080 --parallel 4")]
+    Serve(Box<serve::ServeArgs>),
+    /// Watermark detection: `stencil watermark detect --key K FILE` tests texts for the
+    /// greenlist watermark of `generate --watermark-key K`.
+    Watermark(watermark::WatermarkArgs),
 }
 
 #[derive(Args, Debug)]
@@ -287,6 +302,16 @@ struct GenerateArgs {
     /// Sample every token, even those the grammar forces.
     #[arg(long)]
     no_fast_forward: bool,
+    #[command(flatten)]
+    watermark: watermark::GenerateFlags,
+    /// Speculative decoding: prompt-lookup (drafts copied from earlier in the prompt and
+    /// the output, checked in the same forward pass; the output is the same, in fewer
+    /// passes when the text copies from the prompt).
+    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"], conflicts_with = "beams")]
+    speculate: Option<String>,
+    /// With --speculate: draft tokens per step at most (default 8).
+    #[arg(long, value_name = "K", requires = "speculate", value_parser = clap::value_parser!(u64).range(1..=64))]
+    draft_tokens: Option<u64>,
     /// No progress bar and no summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
@@ -371,6 +396,7 @@ impl GenerateArgs {
                 max_tokens: self.max_tokens,
                 stop: self.stop.clone(),
                 ignore_eos: self.ignore_eos,
+                watermark: self.watermark.clone(),
             },
             stream: self.stream,
             beams: self.beams.map(|b| b as usize),
@@ -379,6 +405,11 @@ impl GenerateArgs {
             n_ctx: self.ctx_size,
             log: self.log.clone(),
             no_fast_forward: self.no_fast_forward,
+            speculation: self.speculate.as_ref().map(|_| {
+                let defaults = stencil_runtime::PromptLookup::default();
+                let max_draft = self.draft_tokens.map_or(defaults.max_draft, |k| k as usize);
+                stencil_runtime::Speculation::PromptLookup(stencil_runtime::PromptLookup { max_draft, ..defaults })
+            }),
             quiet: self.quiet,
         })
     }
@@ -605,6 +636,8 @@ fn main() -> ExitCode {
             None => a.options().and_then(|o| generate::run(&o)),
         },
         Command::Validate(a) => validate::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Watermark(a) => watermark::run(a),
     };
     match result {
         Ok(code) => code,

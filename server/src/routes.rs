@@ -1,0 +1,734 @@
+//! The HTTP side: routes, the API key check, request counting, and turning engine events
+//! into JSON responses and server-sent events.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::TrySendError;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use stencil_runtime::{ChatMessage, GenerateRequest, Generation, StopReason};
+use stencil_tools::Reply;
+use subtle::ConstantTimeEq;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::api::{
+    ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice, Delta,
+    FunctionCall, LegacyLogprobs, ModelCard, ModelList, ResponseMessage, TokenLogprob, ToolCallDelta, ToolCallOut,
+    Usage,
+};
+use crate::constraint::{call_options, Constraint};
+use crate::engine::{runtime_error, Event, Job};
+use crate::error::ApiError;
+use crate::request::{self, Prepared, Turn};
+use crate::AppState;
+
+/// Which endpoint a completion request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endpoint {
+    Chat,
+    Completions,
+}
+
+/// The routes: `/v1/*` behind the API key (when one is set), `/health` and `/metrics`
+/// open; a body limit on everything.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
+    Router::new()
+        .merge(v1)
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), count_requests))
+        .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(state.config.max_body_bytes))
+        .layer(middleware::map_response(openai_shape))
+        .with_state(state)
+}
+
+/// The body limit's own 413 (a `Content-Length` over the limit, refused before the body is
+/// read) in OpenAI's error shape, like every other error.
+async fn openai_shape(response: Response) -> Response {
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
+        return too_large().into_response();
+    }
+    response
+}
+
+fn too_large() -> ApiError {
+    let mut e = ApiError::invalid("the request body is larger than the server's limit", None);
+    e.status = StatusCode::PAYLOAD_TOO_LARGE;
+    e.with_code("request_too_large")
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        crate::error::ErrorType::InvalidRequestError,
+        format!("no route for {} {}", request.method(), request.uri().path()),
+    )
+    .with_code("unknown_url")
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        crate::error::ErrorType::InvalidRequestError,
+        format!("{} is not allowed on {}", request.method(), request.uri().path()),
+    )
+    .with_code("method_not_allowed")
+}
+
+/// 401 unless the request carries `Authorization: Bearer KEY` with the server's key,
+/// compared in constant time.
+async fn require_key(State(state): State<AppState>, headers: HeaderMap, request: Request, next: Next) -> Response {
+    let Some(key) = &state.config.api_key else {
+        return next.run(request).await;
+    };
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let Some(given) = given else {
+        return ApiError::unauthorized("missing API key: send `Authorization: Bearer KEY`").into_response();
+    };
+    let token = given.strip_prefix("Bearer ").unwrap_or("").trim();
+    if bool::from(token.as_bytes().ct_eq(key.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::unauthorized("incorrect API key").into_response()
+    }
+}
+
+/// Counts every answer by route and status.
+async fn count_requests(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map_or("other", |p| p.as_str()).to_string();
+    let response = next.run(request).await;
+    state.metrics.count_request(&route, response.status().as_u16());
+    response
+}
+
+async fn health(State(state): State<AppState>) -> Response {
+    if state.shutting_down() {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"status": "shutting down"}))).into_response();
+    }
+    match state.model.get() {
+        Some(_) => Json(serde_json::json!({"status": "ok"})).into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"status": "loading"}))).into_response(),
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let cache = (state.cache.hits(), state.cache.misses(), state.cache.len());
+    let text = state.metrics.render(cache, state.model.get().is_some());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn models(State(state): State<AppState>) -> Json<ModelList> {
+    Json(ModelList {
+        object: "list",
+        data: vec![ModelCard {
+            id: state.model_id.clone(),
+            object: "model",
+            created: state.created,
+            owned_by: "stencil",
+        }],
+    })
+}
+
+async fn chat_completions(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let prepared = body
+        .map_err(body_error)
+        .and_then(|b| request::parse_chat(&b))
+        .and_then(|r| request::prepare_chat(r, &state.limits()));
+    match prepared {
+        Ok(p) => complete(state, p, Endpoint::Chat).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn completions(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let prepared = body
+        .map_err(body_error)
+        .and_then(|b| request::parse_completion(&b))
+        .and_then(|r| request::prepare_completion(r, &state.limits()));
+    match prepared {
+        Ok(p) => complete(state, p, Endpoint::Completions).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn body_error(e: BytesRejection) -> ApiError {
+    let status = e.status();
+    let mut err = ApiError::invalid(format!("cannot read the request body: {}", e.body_text()), None);
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        err = too_large();
+    }
+    err
+}
+
+/// What a started request needs to answer.
+struct Answer {
+    id: String,
+    created: u64,
+    model: String,
+    fingerprint: String,
+    constraint: Option<Arc<Constraint>>,
+    logprobs: bool,
+    n: usize,
+    arrived: Instant,
+}
+
+/// Runs a prepared request: prompt and constraint checked and compiled off the async
+/// threads, queued, then answered as JSON or as a stream.
+async fn complete(state: AppState, p: Prepared, endpoint: Endpoint) -> Response {
+    let arrived = Instant::now();
+    if state.shutting_down() {
+        return ApiError::unavailable("the server is shutting down").into_response();
+    }
+    let Some(model) = state.model.get().cloned() else {
+        return ApiError::unavailable("the model is still loading; retry when GET /health answers 200")
+            .with_code("model_loading")
+            .into_response();
+    };
+    let build = {
+        let state = state.clone();
+        let p = p.clone();
+        tokio::task::spawn_blocking(move || build_request(&state, &model, &p))
+    };
+    let (request, constraint) = match build.await {
+        Ok(Ok(built)) => built,
+        Ok(Err(e)) => return e.into_response(),
+        Err(e) => return ApiError::internal(format!("preparing the request failed: {e}")).into_response(),
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let job = Job { request, n: p.n, events: tx, queued_at: arrived };
+    match state.jobs.try_send(job) {
+        Ok(()) => {
+            state.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(TrySendError::Full(_)) => {
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                crate::error::ErrorType::RateLimitError,
+                format!("the server is busy: {} requests are already queued; retry later", state.config.queue_size),
+            )
+            .with_code("queue_full")
+            .into_response()
+        }
+        Err(TrySendError::Disconnected(_)) => return ApiError::unavailable("the engine has stopped").into_response(),
+    }
+    // Wait for the sequences (or a refusal) before answering, so that a refusal is an
+    // HTTP error even for a stream.
+    match rx.recv().await {
+        Some(Event::Started) => {}
+        Some(Event::Failed(e)) => return e.into_response(),
+        Some(_) | None => return ApiError::internal("the engine dropped the request").into_response(),
+    }
+    let answer = Answer {
+        id: new_id(if endpoint == Endpoint::Chat { "chatcmpl" } else { "cmpl" }),
+        created: unix_now(),
+        model: state.model_id.clone(),
+        fingerprint: fingerprint(),
+        constraint,
+        logprobs: p.logprobs,
+        n: p.n,
+        arrived,
+    };
+    if p.stream {
+        stream(state, answer, rx, endpoint, p.include_usage)
+    } else {
+        whole(state, answer, rx, endpoint).await
+    }
+}
+
+/// Renders and measures the prompt, fixes `max_tokens`, and compiles the constraint.
+fn build_request(
+    state: &AppState,
+    model: &stencil_runtime::Model,
+    p: &Prepared,
+) -> Result<(GenerateRequest, Option<Arc<Constraint>>), ApiError> {
+    let (prompt, constraint) = prompt_and_constraint(state, model, p)?;
+    let text = model.render_prompt(&prompt).map_err(runtime_error)?;
+    let prompt_tokens = model.tokenize(&text).len();
+    if prompt_tokens == 0 {
+        return Err(ApiError::invalid("the prompt is empty", None));
+    }
+    let ctx = state.config.ctx_size as usize;
+    let n = p.n;
+    let param = if matches!(p.prompt, stencil_runtime::Prompt::Chat(_)) { "messages" } else { "prompt" };
+    let too_long = |completion: usize| {
+        ApiError::invalid(
+            format!(
+                "this model's maximum context length is {ctx} tokens; you requested {} tokens ({prompt_tokens} in the \
+                 prompt, {n} x {completion} for the completion); shorten the prompt or lower max_tokens or n",
+                prompt_tokens + n * completion
+            ),
+            Some(param),
+        )
+        .with_code("context_length_exceeded")
+    };
+    let budget = ctx.saturating_sub(prompt_tokens) / n;
+    if budget == 0 {
+        return Err(too_long(1));
+    }
+    let mut params = p.params.clone();
+    params.max_tokens = match p.max_tokens {
+        Some(m) if prompt_tokens + n * m as usize > ctx => return Err(too_long(m as usize)),
+        Some(m) => m,
+        None => {
+            // A share of the context per sequence, less the prompt; a prompt longer than
+            // its share may use what is left of the whole context.
+            let share = (ctx / state.config.parallel).saturating_sub(prompt_tokens);
+            let room = if share > 0 { share.min(budget) } else { budget };
+            room.min(state.config.max_tokens_limit as usize) as u32
+        }
+    };
+    let mut request = GenerateRequest::new(prompt).with_params(params);
+    request.preset = p.preset.clone();
+    if let Some(g) = constraint.as_ref().and_then(|c| c.grammar.clone()) {
+        request = request.with_grammar(g, constraint.as_ref().map_or("none", |c| c.label));
+    }
+    Ok((request, constraint))
+}
+
+/// The prompt and the constraint: the request's own, or for tools the prompt rendered by
+/// `stencil-tools` (tool definitions, earlier calls and results) and the reply's grammar.
+fn prompt_and_constraint(
+    state: &AppState,
+    model: &stencil_runtime::Model,
+    p: &Prepared,
+) -> Result<(stencil_runtime::Prompt, Option<Arc<Constraint>>), ApiError> {
+    let Some(t) = &p.tools else {
+        return Ok((p.prompt.clone(), state.cache.get_or_compile(&p.constraint, model.vocab())?));
+    };
+    let constraint = state.cache.get_or_compile_tools(t, model)?;
+    let caller = constraint.tools.as_ref().expect("tools constraints have a caller");
+    let messages: Vec<ChatMessage> = t
+        .conversation
+        .iter()
+        .map(|turn| match turn {
+            Turn::Message(m) => m.clone(),
+            Turn::Calls { content, calls } => {
+                let calls = caller.envelope().write(calls);
+                ChatMessage::assistant(if content.is_empty() { calls } else { format!("{content}\n{calls}") })
+            }
+            Turn::Result { name, content } => caller.result_message(name, content),
+        })
+        .collect();
+    let text = caller.render(model, &messages, &call_options(t)).map_err(|e| match e {
+        stencil_tools::ToolError::Runtime(e) => runtime_error(e),
+        other => ApiError::invalid(other.to_string(), Some("messages")),
+    })?;
+    // A reply that is free text reads no calls back.
+    let constraint = if constraint.grammar.is_some() { Some(constraint) } else { None };
+    Ok((stencil_runtime::Prompt::Text(text), constraint))
+}
+
+/// One completion's result, as the answer needs it.
+struct Finished {
+    /// The text (for tool calls, the reply's text as decoded).
+    text: String,
+    /// The reply's calls, when it is calls.
+    tool_calls: Option<Vec<ToolCallOut>>,
+    finish_reason: &'static str,
+    logprobs: Option<Vec<(String, Vec<u8>, f32)>>,
+    validation_errors: Vec<String>,
+}
+
+impl Finished {
+    /// The message's `content`: null for calls.
+    fn content(&self) -> Option<String> {
+        match self.tool_calls {
+            Some(_) => None,
+            None => Some(self.text.clone()),
+        }
+    }
+}
+
+/// A tool reply read back: its calls (checked against the tools' schemas), or its text.
+fn read_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<ToolCallOut>>, String, Vec<String>) {
+    match caller.envelope().parse(text) {
+        Ok(Reply::Calls(calls)) => {
+            let errors = calls.iter().filter_map(|c| caller.tools().check(c).err()).map(|e| e.to_string()).collect();
+            let calls = calls
+                .into_iter()
+                .map(|c| ToolCallOut {
+                    id: new_id("call").replacen('-', "_", 1),
+                    kind: "function",
+                    function: FunctionCall { name: c.name, arguments: c.arguments.to_string() },
+                })
+                .collect();
+            (Some(calls), text.to_string(), errors)
+        }
+        Ok(Reply::Text(t)) => (None, t, Vec::new()),
+        Err(e) => (None, text.to_string(), vec![e.to_string()]),
+    }
+}
+
+fn finish_reason(stop: &StopReason) -> &'static str {
+    match stop {
+        StopReason::Length | StopReason::ContextFull | StopReason::Cancelled => "length",
+        StopReason::Eos | StopReason::Stop(_) | StopReason::GrammarComplete => "stop",
+    }
+}
+
+fn finished(g: &Generation, answer: &Answer, model: &stencil_runtime::Model) -> Finished {
+    let finish_reason = finish_reason(&g.stop_reason);
+    let logprobs = answer.logprobs.then(|| {
+        let vocab = model.vocab();
+        g.tokens
+            .iter()
+            .zip(&g.logprobs)
+            .map(|(&t, lp)| {
+                let bytes = vocab.token_bytes(t).to_vec();
+                (String::from_utf8_lossy(&bytes).into_owned(), bytes, lp.unwrap_or(0.0))
+            })
+            .collect()
+    });
+    // A completion cut short is not JSON yet: `length` says so, validation would only repeat it.
+    let tools = answer.constraint.as_ref().and_then(|c| c.tools.as_deref());
+    let (tool_calls, text, validation_errors) = match (&answer.constraint, tools) {
+        (Some(_), Some(caller)) if finish_reason == "stop" => read_calls(caller, &g.text),
+        (Some(c), None) if finish_reason == "stop" => (None, g.text.clone(), c.validation_errors(&g.text)),
+        _ => (None, g.text.clone(), Vec::new()),
+    };
+    if !validation_errors.is_empty() {
+        tracing::warn!(id = %answer.id, errors = ?validation_errors, "output fails its schema");
+    }
+    let finish_reason = if tool_calls.is_some() { "tool_calls" } else { finish_reason };
+    Finished { text, tool_calls, finish_reason, logprobs, validation_errors }
+}
+
+fn usage_of(generations: &[Generation]) -> Usage {
+    let prompt_tokens = generations.first().map_or(0, |g| g.record.prompt_tokens);
+    let completion_tokens = generations.iter().map(|g| g.record.generated_tokens).sum();
+    Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+}
+
+fn log_done(answer: &Answer, ttft: Option<f64>, usage: &Usage, reasons: &[&str]) {
+    tracing::info!(
+        id = %answer.id,
+        prompt_tokens = usage.prompt_tokens,
+        completion_tokens = usage.completion_tokens,
+        ttft_ms = ttft.map(|t| (t * 1e3) as u64),
+        total_ms = answer.arrived.elapsed().as_millis() as u64,
+        finish = ?reasons,
+        "request done"
+    );
+}
+
+/// Collects every completion and answers one JSON document.
+async fn whole(
+    state: AppState,
+    answer: Answer,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    endpoint: Endpoint,
+) -> Response {
+    let mut results: Vec<Option<Generation>> = (0..answer.n).map(|_| None).collect();
+    let mut ttft = None;
+    let mut left = answer.n;
+    while left > 0 {
+        match rx.recv().await {
+            Some(Event::Text { .. }) => {
+                ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
+            }
+            Some(Event::Done { index, result }) => {
+                ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
+                match result {
+                    Ok(g) => results[index] = Some(*g),
+                    Err(e) => return engine_failure(e),
+                }
+                left -= 1;
+            }
+            Some(Event::Failed(e)) => return e.into_response(),
+            Some(Event::Started) => {}
+            None => return ApiError::internal("the engine dropped the request").into_response(),
+        }
+    }
+    if let Some(t) = ttft {
+        state.metrics.time_to_first_token.observe(t);
+    }
+    let Some(model) = state.model.get() else {
+        return ApiError::internal("the model is gone").into_response();
+    };
+    let generations: Vec<Generation> = results.into_iter().flatten().collect();
+    let usage = usage_of(&generations);
+    let done: Vec<Finished> = generations.iter().map(|g| finished(g, &answer, model)).collect();
+    log_done(&answer, ttft, &usage, &done.iter().map(|f| f.finish_reason).collect::<Vec<_>>());
+    match endpoint {
+        Endpoint::Chat => Json(ChatCompletion {
+            id: answer.id,
+            object: "chat.completion",
+            created: answer.created,
+            model: answer.model,
+            choices: done
+                .into_iter()
+                .enumerate()
+                .map(|(index, f)| ChatChoice {
+                    index,
+                    message: ResponseMessage {
+                        role: "assistant",
+                        content: f.content(),
+                        refusal: None,
+                        tool_calls: f.tool_calls,
+                    },
+                    logprobs: f.logprobs.map(chat_logprobs),
+                    finish_reason: f.finish_reason,
+                    validation_errors: f.validation_errors,
+                })
+                .collect(),
+            usage,
+            system_fingerprint: answer.fingerprint,
+        })
+        .into_response(),
+        Endpoint::Completions => Json(Completion {
+            id: answer.id,
+            object: "text_completion",
+            created: answer.created,
+            model: answer.model,
+            choices: done
+                .into_iter()
+                .enumerate()
+                .map(|(index, f)| CompletionChoice {
+                    text: f.text,
+                    index,
+                    logprobs: f.logprobs.map(legacy_logprobs),
+                    finish_reason: Some(f.finish_reason),
+                    validation_errors: f.validation_errors,
+                })
+                .collect(),
+            usage: Some(usage),
+            system_fingerprint: answer.fingerprint,
+        })
+        .into_response(),
+    }
+}
+
+fn engine_failure(e: stencil_runtime::RuntimeError) -> Response {
+    tracing::error!(error = %e, "generation failed");
+    runtime_error(e).into_response()
+}
+
+fn chat_logprobs(tokens: Vec<(String, Vec<u8>, f32)>) -> ChoiceLogprobs {
+    ChoiceLogprobs {
+        content: tokens
+            .into_iter()
+            .map(|(token, bytes, logprob)| TokenLogprob { token, logprob, bytes, top_logprobs: Vec::new() })
+            .collect(),
+    }
+}
+
+fn legacy_logprobs(tokens: Vec<(String, Vec<u8>, f32)>) -> LegacyLogprobs {
+    let mut out = LegacyLogprobs::default();
+    let mut offset = 0;
+    for (token, bytes, logprob) in tokens {
+        out.text_offset.push(offset);
+        offset += bytes.len();
+        out.tokens.push(token);
+        out.token_logprobs.push(logprob);
+        out.top_logprobs.push(None);
+    }
+    out
+}
+
+/// Answers with server-sent events: per completion a role chunk (chat), content deltas, a
+/// finish chunk; then the usage chunk when asked for, then `[DONE]`. The stream's task
+/// ends when the client goes away, which closes the engine's channel and cancels the
+/// request.
+fn stream(
+    state: AppState,
+    answer: Answer,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    endpoint: Endpoint,
+    include_usage: bool,
+) -> Response {
+    let (tx, out) = mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    tokio::spawn(async move {
+        let chunk = |choices: Vec<ChunkChoice>, usage: Option<Usage>| ChatCompletionChunk {
+            id: answer.id.clone(),
+            object: "chat.completion.chunk",
+            created: answer.created,
+            model: answer.model.clone(),
+            system_fingerprint: answer.fingerprint.clone(),
+            choices,
+            usage,
+        };
+        let text_chunk = |choices: Vec<CompletionChoice>, usage: Option<Usage>| Completion {
+            id: answer.id.clone(),
+            object: "text_completion",
+            created: answer.created,
+            model: answer.model.clone(),
+            choices,
+            usage,
+            system_fingerprint: answer.fingerprint.clone(),
+        };
+        let delta = |index: usize, content: Option<String>, role: Option<&'static str>| ChunkChoice {
+            index,
+            delta: Delta { role, content, tool_calls: None },
+            logprobs: None,
+            finish_reason: None,
+        };
+        // A reply with tools is read back whole: its calls (or text) are sent once decoded.
+        let tools = answer.constraint.as_ref().is_some_and(|c| c.tools.is_some());
+        if endpoint == Endpoint::Chat {
+            for index in 0..answer.n {
+                if !send(&tx, &chunk(vec![delta(index, Some(String::new()), Some("assistant"))], None)).await {
+                    return;
+                }
+            }
+        }
+        let mut generations = Vec::new();
+        let mut ttft = None;
+        let mut reasons = Vec::new();
+        let mut left = answer.n;
+        while left > 0 {
+            let Some(event) = rx.recv().await else { break };
+            let sent = match event {
+                Event::Text { .. } if tools => {
+                    ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
+                    true
+                }
+                Event::Text { index, text } => {
+                    ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
+                    match endpoint {
+                        Endpoint::Chat => send(&tx, &chunk(vec![delta(index, Some(text), None)], None)).await,
+                        Endpoint::Completions => {
+                            let choice = CompletionChoice {
+                                text,
+                                index,
+                                logprobs: None,
+                                finish_reason: None,
+                                validation_errors: Vec::new(),
+                            };
+                            send(&tx, &text_chunk(vec![choice], None)).await
+                        }
+                    }
+                }
+                Event::Done { index, result } => {
+                    left -= 1;
+                    ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
+                    match result {
+                        Ok(g) => {
+                            let Some(model) = state.model.get() else { break };
+                            let f = finished(&g, &answer, model);
+                            reasons.push(f.finish_reason);
+                            generations.push(*g);
+                            match endpoint {
+                                Endpoint::Chat => {
+                                    let mut body = Delta::default();
+                                    if tools {
+                                        body.content = f.content().filter(|c| !c.is_empty());
+                                        body.tool_calls = f.tool_calls.clone().map(|calls| {
+                                            calls
+                                                .into_iter()
+                                                .enumerate()
+                                                .map(|(index, c)| ToolCallDelta {
+                                                    index,
+                                                    id: c.id,
+                                                    kind: c.kind,
+                                                    function: c.function,
+                                                })
+                                                .collect()
+                                        });
+                                        if body.content.is_some() || body.tool_calls.is_some() {
+                                            let choice =
+                                                ChunkChoice { index, delta: body, logprobs: None, finish_reason: None };
+                                            if !send(&tx, &chunk(vec![choice], None)).await {
+                                                return;
+                                            }
+                                        }
+                                    }
+                                    let choice = ChunkChoice {
+                                        index,
+                                        delta: Delta::default(),
+                                        logprobs: f.logprobs.map(chat_logprobs),
+                                        finish_reason: Some(f.finish_reason),
+                                    };
+                                    send(&tx, &chunk(vec![choice], None)).await
+                                }
+                                Endpoint::Completions => {
+                                    let choice = CompletionChoice {
+                                        text: String::new(),
+                                        index,
+                                        logprobs: f.logprobs.map(legacy_logprobs),
+                                        finish_reason: Some(f.finish_reason),
+                                        validation_errors: f.validation_errors,
+                                    };
+                                    send(&tx, &text_chunk(vec![choice], None)).await
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "generation failed");
+                            let e = runtime_error(e);
+                            let _ = send(&tx, &e.body()).await;
+                            break;
+                        }
+                    }
+                }
+                Event::Failed(e) => {
+                    let _ = send(&tx, &e.body()).await;
+                    break;
+                }
+                Event::Started => true,
+            };
+            if !sent {
+                // The client is gone: dropping `rx` cancels the request.
+                return;
+            }
+        }
+        if let Some(t) = ttft {
+            state.metrics.time_to_first_token.observe(t);
+        }
+        let usage = usage_of(&generations);
+        log_done(&answer, ttft, &usage, &reasons);
+        if include_usage {
+            let sent = match endpoint {
+                Endpoint::Chat => send(&tx, &chunk(Vec::new(), Some(usage))).await,
+                Endpoint::Completions => send(&tx, &text_chunk(Vec::new(), Some(usage))).await,
+            };
+            if !sent {
+                return;
+            }
+        }
+        let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+    });
+    Sse::new(ReceiverStream::new(out)).into_response()
+}
+
+/// Sends one `data:` event; false when the client is gone.
+async fn send<T: Serialize>(tx: &mpsc::Sender<Result<SseEvent, Infallible>>, value: &T) -> bool {
+    let data = serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    tx.send(Ok(SseEvent::default().data(data))).await.is_ok()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn new_id(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{nanos:08x}{n:06x}")
+}
+
+fn fingerprint() -> String {
+    format!("stencil-{}", env!("CARGO_PKG_VERSION"))
+}
