@@ -29,7 +29,7 @@ use stencil_mask::{Matcher, Vocabulary};
 /// ```
 /// let s = stencil_runtime::Speculation::prompt_lookup();
 /// let stencil_runtime::Speculation::PromptLookup(p) = s;
-/// assert_eq!((p.max_draft, p.min_match, p.max_match), (8, 2, 4));
+/// assert_eq!((p.max_draft, p.min_match, p.max_match), (8, 1, 4));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -50,7 +50,7 @@ impl Speculation {
 pub struct PromptLookup {
     /// Draft tokens per step at most (default 8).
     pub max_draft: usize,
-    /// The shortest suffix that may match (default 2).
+    /// The shortest suffix that may match (default 1).
     pub min_match: usize,
     /// The longest suffix tried (default 4).
     pub max_match: usize,
