@@ -12,6 +12,7 @@
 mod decode;
 mod lark;
 mod llg;
+mod scaling;
 mod schema;
 mod timer;
 mod tools;
@@ -39,9 +40,15 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
-  --parts PARTS       gbnf,schema,decode,tools (default all four); decode = tokens/s on
-                      llama.cpp with both real models: free, Stencil's masks, llama.cpp's
-                      GBNF sampler; tools = the tool-calling evaluation (SmolLM2)
+  --parts PARTS       gbnf,schema,decode,tools,scaling (default all five); decode = tokens/s
+                      on llama.cpp with both real models: free, Stencil's masks, llama.cpp's
+                      GBNF sampler; tools = the tool-calling evaluation (SmolLM2); scaling =
+                      N samples decoded together vs N sequential generations (both models),
+                      greedy vs self-consistency on fixtures/scaling (SmolLM2)
+Scaling part:
+  --scaling-reps N    runs per throughput measurement, median reported (default 3)
+  --scaling-questions N
+                      the first N questions of fixtures/scaling/arithmetic.jsonl (default all)
 JSON Schema part (JSONSchemaBench dev split, both engines' native JSON Schema compilers):
   --corpus DIR        JSONSchemaBench's dev split, one folder per subset (default
                       ../shared/corpus/jsonschemabench relative to the repository root)
@@ -67,6 +74,7 @@ struct Args {
     schema: Option<schema::SchemaArgs>,
     decode: bool,
     tools: bool,
+    scaling: Option<scaling::ScalingArgs>,
 }
 
 fn parse_args() -> Args {
@@ -84,9 +92,12 @@ fn parse_args() -> Args {
         schema: None,
         decode: true,
         tools: true,
+        scaling: None,
     };
     let mut sa = schema::SchemaArgs::new(&repo_root());
     let mut schema_part = true;
+    let mut sc = scaling::ScalingArgs::default();
+    let mut scaling_part = true;
     let mut it = std::env::args().skip(1);
     let list = |s: String| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
     while let Some(flag) = it.next() {
@@ -112,13 +123,20 @@ fn parse_args() -> Args {
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "--parts" => {
                 let parts = list(val());
-                if let Some(p) = parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools")) {
-                    die(&format!("unknown part {p} (gbnf, schema, decode, tools)"));
+                if let Some(p) =
+                    parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools" | "scaling"))
+                {
+                    die(&format!("unknown part {p} (gbnf, schema, decode, tools, scaling)"));
                 }
                 a.gbnf = parts.iter().any(|p| p == "gbnf");
                 a.decode = parts.iter().any(|p| p == "decode");
                 a.tools = parts.iter().any(|p| p == "tools");
                 schema_part = parts.iter().any(|p| p == "schema");
+                scaling_part = parts.iter().any(|p| p == "scaling");
+            }
+            "--scaling-reps" => sc.repetitions = val().parse().unwrap_or_else(|_| die("--scaling-reps: not a number")),
+            "--scaling-questions" => {
+                sc.questions = Some(val().parse().unwrap_or_else(|_| die("--scaling-questions: not a number")))
             }
             "--corpus" => {
                 let v = val();
@@ -145,6 +163,9 @@ fn parse_args() -> Args {
     a.max_tokens = a.max_tokens.max(12);
     if schema_part {
         a.schema = Some(sa);
+    }
+    if scaling_part {
+        a.scaling = Some(sc);
     }
     a
 }
@@ -786,6 +807,7 @@ fn load_average() -> String {
 
 const DECODE_TITLE: &str = "## Decoding on llama.cpp";
 const TOOLS_TITLE: &str = "## Tool calling";
+const SCALING_TITLE: &str = "## Inference-time scaling";
 
 /// A section of a report, from its title (a prefix of its heading) to the next `## `
 /// heading or the end.
@@ -794,6 +816,55 @@ fn previous_section<'a>(report: &'a str, title: &str) -> Option<&'a str> {
     let body = start + title.len();
     let end = report[body..].find("\n## ").map_or(report.len(), |e| body + e + 1);
     Some(&report[start..end])
+}
+
+/// How a report that kept the GBNF and JSON Schema sections says so (one header bullet, that
+/// run's `Run` lines nested under it).
+const MASKS_KEPT: &str =
+    "- Kept from the previous report (not rerun by this `--parts`): the GBNF and JSON Schema sections";
+
+/// The GBNF and JSON Schema parts of a report: from its first section to the first of the
+/// other parts' sections (or the end), with a header bullet saying when and at which commit
+/// they ran and with which settings (that report's `Run` lines; a report that kept them
+/// already passes its bullet on).
+fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
+    let start = report.find("\n## ")? + 1;
+    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE]
+        .iter()
+        .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
+        .filter(|&i| i >= start)
+        .min()
+        .unwrap_or(report.len());
+    if end <= start {
+        return None;
+    }
+    let sections = &report[start..end];
+    let lines: Vec<&str> = report[..start].lines().collect();
+    let bullet = match lines.iter().position(|l| l.starts_with(MASKS_KEPT)) {
+        Some(i) => {
+            let nested = lines[i + 1..].iter().take_while(|l| l.starts_with("  - "));
+            std::iter::once(&lines[i]).chain(nested).map(|l| format!("{l}\n")).collect()
+        }
+        None => {
+            let field = |p: &str| lines.iter().find_map(|l| l.strip_prefix(p)).map(str::trim);
+            let headings: Vec<&str> = sections.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+            let span = match (headings.first(), headings.last()) {
+                (Some(a), Some(b)) if a != b => format!(" (*{a}* to *{b}*)"),
+                (Some(a), _) => format!(" (*{a}*)"),
+                _ => String::new(),
+            };
+            let mut b = format!(
+                "{MASKS_KEPT}{span}, run of {}, Stencil commit {}:\n",
+                field("- Date: ").unwrap_or("an unknown date"),
+                field("- Stencil: commit ").unwrap_or("unknown")
+            );
+            for l in lines.iter().filter(|l| l.starts_with("- Run: ") || l.starts_with("- JSON Schema run: ")) {
+                b += &format!("  {l}\n");
+            }
+            b
+        }
+    };
+    Some((bullet, sections))
 }
 
 /// `section` with a line under its heading saying when and at which commit it ran.
@@ -841,16 +912,20 @@ fn report(
         "- llguidance {} (crates `llguidance` + `toktrie` from crates.io; default features less rayon and JSON-Schema `$ref` resolution)",
         llguidance_version()
     );
-    let _ = writeln!(
-        o,
-        "- Run: {} sequences per grammar, at most {} tokens each, seed {}, {} compile repetitions, Lark modes {}; {:.0} s in all",
-        args.seqs,
-        args.max_tokens,
-        args.seed,
-        args.compile_reps,
-        modes.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
-        total_s
-    );
+    if args.gbnf {
+        let _ = writeln!(
+            o,
+            "- Run: {} sequences per grammar, at most {} tokens each, seed {}, {} compile repetitions, Lark modes {}; {:.0} s in all",
+            args.seqs,
+            args.max_tokens,
+            args.seed,
+            args.compile_reps,
+            modes.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+            total_s
+        );
+    } else {
+        let _ = writeln!(o, "- Run: {:.0} s in all", total_s);
+    }
     if let Some(sr) = schema_results {
         let _ = writeln!(
             o,
@@ -1250,6 +1325,7 @@ fn main() {
     let schema_results = args.schema.as_ref().map(|sa| schema::run(sa, &args.vocabs));
     let decode_section = args.decode.then(|| decode::run(&repo_root(), &decode::DecodeArgs::default()));
     let tools_section = args.tools.then(|| tools::run(&repo_root()));
+    let scaling_section = args.scaling.as_ref().map(|sc| scaling::run(&repo_root(), sc));
     if !args.gbnf {
         notes.clear();
     }
@@ -1259,7 +1335,20 @@ fn main() {
     // they ran; the header says which were kept.
     let previous = args.out.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
     let mut kept = Vec::new();
-    for (section, title) in [(decode_section, DECODE_TITLE), (tools_section, TOOLS_TITLE)] {
+    // Neither mask part rerun: their sections (and header lines) are kept too. The report
+    // is then its header alone.
+    let mut kept_masks = None;
+    if !args.gbnf && args.schema.is_none() {
+        if let Some((bullet, sections)) = previous_mask_sections(&previous) {
+            md.truncate(md.trim_end().len());
+            md.push_str("\n\n");
+            md.push_str(sections);
+            kept_masks = Some(bullet);
+        }
+    }
+    for (section, title) in
+        [(decode_section, DECODE_TITLE), (tools_section, TOOLS_TITLE), (scaling_section, SCALING_TITLE)]
+    {
         match section {
             Some(s) => md.push_str(&with_provenance(&s, title)),
             None => {
@@ -1270,11 +1359,14 @@ fn main() {
             }
         }
     }
+    let mut note = kept_masks.unwrap_or_default();
     if !kept.is_empty() {
-        let note = format!(
+        note += &format!(
             "- Kept from the previous report (not rerun by this `--parts`): {}; each says when it ran\n",
             kept.iter().map(|t| format!("*{t}*")).collect::<Vec<_>>().join(", ")
         );
+    }
+    if !note.is_empty() {
         let at = md.find("\n\n## ").map_or(md.len(), |i| i + 1);
         md.insert_str(at, &note);
     }
@@ -1302,5 +1394,25 @@ mod tests {
         assert_eq!(previous_section(&report, DECODE_TITLE), Some(format!("{DECODE_TITLE}: d\n\nrows\n\n").as_str()));
         assert_eq!(previous_section(&report, TOOLS_TITLE), Some(fresh.as_str()));
         assert_eq!(previous_section("# B\n", TOOLS_TITLE), None);
+    }
+
+    #[test]
+    fn mask_sections_are_kept_with_their_run_lines() {
+        let report = format!(
+            "# B\n\n- Date: D\n- Stencil: commit C\n- Run: R\n- JSON Schema run: J\n\n## Summary\n\ns\n\n\
+             ## JSON Schema: x\n\n### sub\n\nj\n\n{DECODE_TITLE}: d\n\nrows\n\n{SCALING_TITLE}: s\n"
+        );
+        let (bullet, sections) = previous_mask_sections(&report).expect("kept");
+        assert_eq!(sections, "## Summary\n\ns\n\n## JSON Schema: x\n\n### sub\n\nj\n\n");
+        assert_eq!(
+            bullet,
+            format!("{MASKS_KEPT} (*Summary* to *JSON Schema: x*), run of D, Stencil commit C:\n  - Run: R\n  - JSON Schema run: J\n")
+        );
+        // A report that kept them passes the same bullet on.
+        let again =
+            format!("# B\n\n- Date: E\n- Run: 9 s in all\n{bullet}- Kept … *x*\n\n{sections}{DECODE_TITLE}: d\n");
+        assert_eq!(previous_mask_sections(&again), Some((bullet.clone(), sections)));
+        // Only the other parts' sections: nothing to keep.
+        assert_eq!(previous_mask_sections(&format!("# B\n\n- Run: 1 s\n\n{DECODE_TITLE}: d\n")), None);
     }
 }
