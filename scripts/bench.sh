@@ -11,12 +11,12 @@
 # repo root; the sections of parts not rerun are kept from the previous BENCHMARKS.md
 # (the GBNF and JSON Schema ones when neither of those two parts is rerun).
 #
-#   scripts/bench.sh                          # full run (about 20 minutes on 2 cores, builds warm)
+#   scripts/bench.sh                          # full run (about 35 minutes on 2 cores, builds warm)
 #   scripts/bench.sh --schemas-per-subset 5   # quicker; any stencil-bench option passes through
 #   scripts/bench.sh --parts gbnf             # only the GBNF part (2-3 minutes), no corpus needed
 #   scripts/bench.sh --parts decode           # only decoding on llama.cpp (about 3 minutes)
 #   scripts/bench.sh --parts tools            # only the tool-calling evaluation (about 5 minutes)
-#   scripts/bench.sh --parts scaling          # only inference-time scaling (about 8 minutes)
+#   scripts/bench.sh --parts scaling          # only inference-time scaling (about 20 minutes)
 #   scripts/bench.sh --help                   # the options
 #
 # The bench crate (bench/, package stencil-bench) is a workspace member outside

@@ -46,7 +46,7 @@ stencil-bench [options]
                       N samples decoded together vs N sequential generations (both models),
                       greedy vs self-consistency on fixtures/scaling (SmolLM2)
 Scaling part:
-  --scaling-reps N    runs per throughput measurement, median reported (default 3)
+  --scaling-reps N    runs per throughput measurement, median reported (default 1)
   --scaling-questions N
                       the first N questions of fixtures/scaling/arithmetic.jsonl (default all)
 JSON Schema part (JSONSchemaBench dev split, both engines' native JSON Schema compilers):
