@@ -160,7 +160,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
             return Ok(crate::scaling::nothing_selected());
         };
         print_text(&chosen.text, true)?;
-        return Ok(check_output(&chosen.text, !is_cut(&chosen.stop_reason), schema));
+        return Ok(check_output(&chosen.text, !chosen.stop_reason.is_cut(), schema));
     }
 
     let mut stdout = std::io::stdout().lock();
@@ -205,7 +205,7 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     if let Some(log) = &opts.log {
         append_line(log, &record.to_json_line())?;
     }
-    Ok(check_output(&generation.text, !is_cut(&generation.stop_reason), schema))
+    Ok(check_output(&generation.text, !generation.stop_reason.is_cut(), schema))
 }
 
 /// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.
@@ -277,11 +277,6 @@ fn check_output(text: &str, complete: bool, schema: Option<&LoadedSchema>) -> Ex
             ExitCode::from(if schema.is_exact() { 3 } else { 1 })
         }
     }
-}
-
-/// Cut short by a limit or the caller: the text may be incomplete.
-fn is_cut(reason: &StopReason) -> bool {
-    matches!(reason, StopReason::Length | StopReason::ContextFull | StopReason::Cancelled)
 }
 
 fn describe_stop(reason: &StopReason) -> String {

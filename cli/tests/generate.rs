@@ -3,21 +3,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{fixtures, run, scratch};
+use common::{fixtures, generate, run, scratch};
 use serde_json::Value;
-
-fn model() -> PathBuf {
-    stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE)
-}
-
-fn generate(extra: &[&str]) -> std::process::Output {
-    let model = model();
-    let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--threads", "1", "--quiet"];
-    args.extend_from_slice(extra);
-    run(args)
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -5,10 +5,10 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{code, fixtures, run, scratch, smollm2, stderr, stdout, BIN};
+use common::{code, fixtures, generate, model, run, scratch, smollm2, stderr, stdout, BIN};
 use serde_json::Value;
 use stencil_runtime::sampling::{Sampler, SamplingParams, TokenHistory, WatermarkKey, WatermarkParams};
 
@@ -125,17 +125,6 @@ fn bad_detect_arguments_are_usage_errors() {
     let missing = detect(&["--key", KEY, "/nonexistent/text.txt"]);
     assert_eq!(code(&missing), 2);
     assert!(!stderr(&missing).contains(KEY) && !stderr(&empty_key).contains(KEY));
-}
-
-fn model() -> PathBuf {
-    stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE)
-}
-
-fn generate(extra: &[&str]) -> std::process::Output {
-    let model = model();
-    let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--threads", "1", "--quiet"];
-    args.extend_from_slice(extra);
-    run(args)
 }
 
 #[test]

@@ -38,6 +38,17 @@ impl StopReason {
     pub fn is_natural(&self) -> bool {
         matches!(self, StopReason::Eos | StopReason::GrammarComplete)
     }
+
+    /// Cut short by a limit (`max_tokens`, the context) or the caller: the text may be
+    /// incomplete.
+    ///
+    /// ```
+    /// use stencil_runtime::StopReason;
+    /// assert!(StopReason::Cancelled.is_cut() && !StopReason::Stop("\n".into()).is_cut());
+    /// ```
+    pub fn is_cut(&self) -> bool {
+        matches!(self, StopReason::Length | StopReason::ContextFull | StopReason::Cancelled)
+    }
 }
 
 /// Times of one generation, in milliseconds (wall clock).

@@ -2,27 +2,20 @@
 //! separate generations give, constrained samples validate, sequences can join mid-flight,
 //! and the limits are clear errors. llama.cpp runs on one thread (see `model.rs`).
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::{gemma3, smollm2};
+
+use std::sync::Arc;
 
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{
     sample_seed, self_consistency, Answer, Candidate, ChatMessage, Extractor, GenerateRequest, Generation, Model,
-    ModelOptions, Normalizer, Prompt, RuntimeError, SelfConsistencyParams, Session, SessionOptions, Verifiers,
+    Normalizer, Prompt, RuntimeError, SelfConsistencyParams, Session, SessionOptions, Verifiers,
 };
 use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
-
-fn smollm2() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(SMOLLM2_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
-
-fn gemma3() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(GEMMA3_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
 
 fn session(model: &Model, n_seq_max: u32) -> Session<'_> {
     model.session(&SessionOptions { n_ctx: 2048, n_threads: 1, n_seq_max, ..Default::default() }).unwrap()

@@ -2,27 +2,19 @@
 //! loudly with that instruction). llama.cpp runs on one thread: its threads spin-wait for
 //! each other, which collapses on a busy machine.
 
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use common::{gemma3, smollm2};
+
+use std::sync::Arc;
 
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 use stencil_mask::{CompiledGrammar, Matcher};
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{
-    BeamParams, ChatMessage, GenerateRequest, Generation, Model, ModelOptions, Prompt, Session, SessionOptions,
-    StopReason,
+    BeamParams, ChatMessage, GenerateRequest, Generation, Model, Prompt, Session, SessionOptions, StopReason,
 };
 use stencil_schema::{compile_schema, SchemaOptions};
-
-fn smollm2() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(SMOLLM2_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
-
-fn gemma3() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(GEMMA3_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
 
 fn session(model: &Model) -> Session<'_> {
     model.session(&SessionOptions { n_ctx: 2048, n_threads: 1, ..Default::default() }).unwrap()

@@ -4,22 +4,19 @@
 //! re-tokenized; under a JSON Schema the output still validates, and the record counts the
 //! steps that had a single allowed token.
 
-use std::sync::OnceLock;
+mod common;
+
+use common::smollm2;
 
 use serde_json::Value;
 use stencil_mask::vocab::fixtures::{model_path, SMOLLM2_MODEL_FILE};
 use stencil_mask::vocab::Tokenizer;
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::{Greenlist, SamplingParams, WatermarkKey, WatermarkParams};
-use stencil_runtime::{ChatMessage, GenerateRequest, Generation, Model, ModelOptions, Prompt, SessionOptions};
+use stencil_runtime::{ChatMessage, GenerateRequest, Generation, Prompt, SessionOptions};
 use stencil_schema::{compile_schema, SchemaOptions};
 
 const KEY: &str = "runtime-test-key-4f1c";
-
-fn smollm2() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(SMOLLM2_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
 
 fn watermark(key: &str) -> WatermarkParams {
     WatermarkParams::new(WatermarkKey::new(key))

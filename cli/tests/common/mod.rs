@@ -20,6 +20,20 @@ pub fn gemma3() -> PathBuf {
     fixtures().join("vocab/gemma3-270m.tok.gguf.gz")
 }
 
+/// The real default model (SmolLM2-135M-Instruct, from the model cache;
+/// `scripts/fetch-models.sh` fetches it).
+pub fn model() -> PathBuf {
+    stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE)
+}
+
+/// `stencil generate` with the real default model, llama.cpp on one thread, quiet.
+pub fn generate(extra: &[&str]) -> Output {
+    let model = model();
+    let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--threads", "1", "--quiet"];
+    args.extend_from_slice(extra);
+    run(args)
+}
+
 /// A scratch file for this test binary (under Cargo's per-target temp dir).
 pub fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
     let exe = std::env::current_exe().unwrap();

@@ -154,18 +154,13 @@ impl Session<'_> {
                 text: g.text.clone(),
                 mean_logprob: g.record.mean_logprob.unwrap_or(f64::NEG_INFINITY),
                 tokens: g.tokens.len(),
-                complete: complete(&g.stop_reason),
+                complete: !g.stop_reason.is_cut(),
             })
             .collect();
         let decision = verifiers.best_of(&candidates);
         let cost = cost(&samples, start);
         Ok(BestOfRun { samples, decision, cost })
     }
-}
-
-/// Not cut by a limit or the caller.
-fn complete(reason: &StopReason) -> bool {
-    !matches!(reason, StopReason::Length | StopReason::ContextFull | StopReason::Cancelled)
 }
 
 fn cost(samples: &[Generation], start: Instant) -> Cost {
