@@ -90,7 +90,7 @@ fn lenient_hint(e: &SchemaError, mode: Mode) -> &'static str {
             "\n  (with --lenient the schema compiles anyway: the keyword is listed and left to post-hoc validation)"
         }
         // A count above max_repetition is the one limit lenient mode gets past.
-        (SchemaError::TooLarge { reason, .. }, Mode::Strict) if reason.ends_with("(limit max_repetition)") => {
+        (SchemaError::TooLarge { limit: stencil_schema::SchemaLimit::Repetition, .. }, Mode::Strict) => {
             "\n  (with --lenient the schema compiles anyway: the count is listed and left to post-hoc validation)"
         }
         _ => "",

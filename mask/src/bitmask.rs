@@ -22,11 +22,13 @@ pub fn words(width: usize) -> usize {
     width.div_ceil(32)
 }
 
+/// Allows `token`.
 #[inline]
 pub fn set(mask: &mut [u32], token: u32) {
     mask[token as usize >> 5] |= 1 << (token & 31);
 }
 
+/// Disallows `token` (nothing when it is past the mask's end).
 #[inline]
 pub fn clear(mask: &mut [u32], token: u32) {
     if let Some(w) = mask.get_mut(token as usize >> 5) {
@@ -34,6 +36,7 @@ pub fn clear(mask: &mut [u32], token: u32) {
     }
 }
 
+/// Whether `token` is allowed (`false` past the mask's end).
 #[inline]
 pub fn get(mask: &[u32], token: u32) -> bool {
     mask.get(token as usize >> 5).is_some_and(|w| w >> (token & 31) & 1 == 1)

@@ -79,17 +79,17 @@ pub(crate) fn compute(
         // A truncated first set would silently drop tokens.
         return Err(scratch.overflow_kind());
     }
-    let follow = &a.follow[a.state_rule[state as usize] as usize];
+    let follow = &a.rules.follow[a.table.state_rule[state as usize] as usize];
     // (token, escape depth)
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let all_roots = [true; 256];
     let mut walk_in = |trie: &TokenTrie, roots: &[bool; 256], accepted: &mut Vec<u32>| {
         walk(a, trie, roots, &mut chart, follow, accepted, &mut uncertain, None, scratch)
     };
-    let reach = a.text_reach[state as usize] as usize;
+    let reach = a.text.text_reach[state as usize] as usize;
     // The longest count with a mask of its own.
     let short = text.plain_upto.len() - 1;
-    let accepted = if a.text_reach_exact[state as usize] && reach <= short {
+    let accepted = if a.text.text_reach_exact[state as usize] && reach <= short {
         // A count's last characters: the plain tokens short enough are allowed, the
         // others not; only the rest is walked.
         let mut accepted = text.plain_upto[reach].clone();
@@ -175,10 +175,10 @@ fn split_run(
     // What the run's states take besides the run.
     let mut next = [0u64; 4];
     for &s in &along {
-        next.iter_mut().zip(&a.first_bytes[s as usize]).for_each(|(n, f)| *n |= f);
+        next.iter_mut().zip(&a.table.first_bytes[s as usize]).for_each(|(n, f)| *n |= f);
     }
     (next[0], next[1]) = (next[0] & !(run as u64), next[1] & !((run >> 64) as u64));
-    let takes = |k: usize, b: u8| has_byte(&a.first_bytes[along[k] as usize], b);
+    let takes = |k: usize, b: u8| has_byte(&a.table.first_bytes[along[k] as usize], b);
     let split = text.run_split(vocab, run, len, &next, takes)?;
     Some((split, along))
 }
@@ -259,7 +259,7 @@ fn walk(
                         Some(callee) => Item { state: callee, origin: depth as u32 },
                         None => it,
                     };
-                    path.escape[depth] = parent.origin == NO_ORIGIN && a.is_final[t as usize];
+                    path.escape[depth] = parent.origin == NO_ORIGIN && a.table.is_final[t as usize];
                     true
                 }
                 Step::Full => {
@@ -350,7 +350,7 @@ impl Path {
 /// Whether the callee of `state` (see [`Automaton::steps_with_callee`]) takes `byte`.
 #[inline]
 fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
-    a.steps_with_callee(state).is_some_and(|callee| has_byte(&a.first_bytes[callee as usize], byte))
+    a.steps_with_callee(state).is_some_and(|callee| has_byte(&a.table.first_bytes[callee as usize], byte))
 }
 
 /// Whether every token in node `i`'s subtree keeps the one item `parent` alive and alone:
@@ -363,9 +363,9 @@ fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) 
     let (node, p) = (&trie.nodes[i], parent.state as usize);
     if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !crate::trie::PLAIN_ASCII == 0 {
         let reach = if node.ascii {
-            a.plain_reach[p]
+            a.text.plain_reach[p]
         } else if node.utf8 {
-            a.text_reach[p]
+            a.text.text_reach[p]
         } else {
             0
         };
@@ -373,18 +373,18 @@ fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) 
             return true;
         }
     }
-    if trie.subtree_ascii[i] & !a.run_bytes[p] != 0 {
+    if trie.subtree_ascii[i] & !a.text.run_bytes[p] != 0 {
         return false;
     }
-    let run = if parent.origin == NO_ORIGIN { a.run_len[p] } else { a.run_len_simple[p] };
+    let run = if parent.origin == NO_ORIGIN { a.text.run_len[p] } else { a.text.run_len_simple[p] };
     if node.ascii {
         node.height as u32 <= run
     } else if !node.utf8 {
         false
     } else if parent.origin == NO_ORIGIN {
-        node.height as u32 <= a.utf8_run[p]
+        node.height as u32 <= a.text.utf8_run[p]
     } else {
-        run == u32::MAX && a.utf8_run[p] == u32::MAX
+        run == u32::MAX && a.text.utf8_run[p] == u32::MAX
     }
 }
 

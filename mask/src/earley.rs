@@ -72,7 +72,7 @@ impl Chart {
     pub fn next_bytes(&self, a: &Automaton) -> [u64; 4] {
         let mut out = [0u64; 4];
         for it in self.last() {
-            for (o, f) in out.iter_mut().zip(&a.first_bytes[it.state as usize]) {
+            for (o, f) in out.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
                 *o |= f;
             }
         }
@@ -147,8 +147,8 @@ impl Chart {
         let (lo, hi) = (self.set_start(from), self.ends[from] as usize);
         for i in lo..hi {
             let it = self.items[i];
-            for &(term, t) in &a.token_edges[it.state as usize] {
-                let terminal = a.terminals[term as usize];
+            for &(term, t) in &a.edges.token_edges[it.state as usize] {
+                let terminal = a.edges.terminals[term as usize];
                 if terminal.matches(token) && !(terminal.negated && is_eos) {
                     self.add(Item { state: t, origin: it.origin }, scratch, &mut info);
                 }
@@ -234,17 +234,17 @@ impl Chart {
                 continue; // predicted here: its closure came with its predictor's
             }
             let s = state as usize;
-            for &t in &a.same_origin[s] {
+            for &t in &a.closures.same_origin[s] {
                 self.add(Item { state: t, origin }, scratch, info);
             }
-            for &p in &a.predicted[s] {
+            for &p in &a.closures.predicted[s] {
                 self.add(Item { state: p, origin: cur }, scratch, info);
             }
-            if a.is_final[s] {
+            if a.table.is_final[s] {
                 if origin == NO_ORIGIN {
                     info.escaped = true;
                 } else {
-                    self.complete(a, a.state_rule[s], origin as usize, scratch, info);
+                    self.complete(a, a.table.state_rule[s], origin as usize, scratch, info);
                 }
             }
             if info.overflow {
@@ -259,7 +259,7 @@ impl Chart {
         scratch.work += (hi - lo) as u64;
         for j in lo..hi {
             let parent = self.items[j];
-            for &(r, t) in &a.calls[parent.state as usize] {
+            for &(r, t) in &a.edges.calls[parent.state as usize] {
                 if r == rule {
                     self.add(Item { state: t, origin: parent.origin }, scratch, info);
                 }

@@ -57,13 +57,21 @@ impl Default for Limits {
 /// Which limit was hit (see [`Limits`]); it displays as the field's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitKind {
+    /// [`Limits::max_nfa_states`].
     NfaStates,
+    /// [`Limits::max_automaton_states`].
     AutomatonStates,
+    /// [`Limits::max_automaton_bytes`].
     AutomatonMemory,
+    /// [`Limits::max_repetition`].
     Repetition,
+    /// [`Limits::max_expression_depth`].
     ExpressionDepth,
+    /// [`Limits::max_items_per_step`].
     ItemsPerStep,
+    /// [`Limits::max_step_work`].
     StepWork,
+    /// [`Limits::max_compile_time`].
     CompileTime,
 }
 

@@ -55,9 +55,11 @@ impl std::fmt::Debug for CompiledGrammar {
 pub struct GrammarStats {
     /// Rules that stay rules (after small ones were expanded in place).
     pub rules: usize,
+    /// Automaton states over all rules (after minimization and trimming).
     pub states: usize,
     /// The most byte classes of any rule (each rule splits the bytes by its own edges).
     pub byte_classes: usize,
+    /// Distinct whole-token terminals (`<[id]>`, `!<[id]>`, `<text>`).
     pub token_terminals: usize,
 }
 
@@ -67,6 +69,13 @@ impl CompiledGrammar {
         Self::with_limits(grammar, vocab, Limits::default())
     }
 
+    /// Compiles `grammar` against `vocab` under `limits`.
+    ///
+    /// # Errors
+    ///
+    /// A [`CompileError`]: a limit passed (naming it and the rule), a regex terminal that
+    /// is invalid or cannot be enforced, a token terminal the vocabulary lacks, a call of
+    /// a rule that does not exist, or a grammar whose language is empty.
     pub fn with_limits(grammar: &Grammar, vocab: Arc<Vocabulary>, limits: Limits) -> Result<Arc<Self>, CompileError> {
         let automaton = Automaton::compile(grammar, &vocab, &limits)?;
         let text = vocab.text_tokens();
@@ -74,17 +83,19 @@ impl CompiledGrammar {
         Ok(Arc::new(CompiledGrammar { automaton, vocab, text, cache, limits }))
     }
 
+    /// The vocabulary it was compiled against.
     pub fn vocab(&self) -> &Arc<Vocabulary> {
         &self.vocab
     }
 
+    /// Its sizes.
     pub fn stats(&self) -> GrammarStats {
         let a = &self.automaton;
         GrammarStats {
-            rules: a.rule_start.iter().filter(|&&s| s != crate::automaton::DEAD).count() - 1,
+            rules: a.rules.start.iter().filter(|&&s| s != crate::automaton::DEAD).count() - 1,
             states: a.n_states(),
             byte_classes: a.max_classes(),
-            token_terminals: a.terminals.len(),
+            token_terminals: a.edges.terminals.len(),
         }
     }
 
@@ -146,6 +157,7 @@ impl Clone for Matcher {
 }
 
 impl Matcher {
+    /// A matcher at the start of `grammar`: nothing accepted yet.
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let mut scratch = grammar.new_scratch();
         let (chart, info) = Chart::new(
@@ -169,6 +181,7 @@ impl Matcher {
         }
     }
 
+    /// The grammar it matches.
     pub fn grammar(&self) -> &Arc<CompiledGrammar> {
         &self.grammar
     }
@@ -197,7 +210,7 @@ impl Matcher {
                 .chart
                 .last()
                 .iter()
-                .all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
+                .all(|it| !a.has_byte_edges(it.state) && a.edges.token_edges[it.state as usize].is_empty())
     }
 
     fn take_scratch(&mut self) -> Scratch {
@@ -252,8 +265,8 @@ impl Matcher {
             }
         }
         for it in self.chart.last() {
-            for &(term, _) in &a.token_edges[it.state as usize] {
-                let t = a.terminals[term as usize];
+            for &(term, _) in &a.edges.token_edges[it.state as usize] {
+                let t = a.edges.terminals[term as usize];
                 if t.negated {
                     for id in 0..g.vocab.len() as u32 {
                         if id != t.id && !g.vocab.is_eos(id) {
@@ -281,13 +294,13 @@ impl Matcher {
         mask: &mut [u32],
         scratch: &mut Scratch,
     ) -> Result<(), MatchError> {
-        let rule = a.state_rule[item.state as usize];
+        let rule = a.table.state_rule[item.state as usize];
         let callers: Vec<Item> = self
             .chart
             .set(item.origin as usize)
             .iter()
             .flat_map(|p| {
-                a.calls[p.state as usize]
+                a.edges.calls[p.state as usize]
                     .iter()
                     .filter(|(r, _)| *r == rule)
                     .map(|&(_, t)| Item { state: t, origin: p.origin })
@@ -379,7 +392,7 @@ impl Matcher {
         } else {
             self.chart.push_empty();
         }
-        if !a.terminals.is_empty() {
+        if !a.edges.terminals.is_empty() {
             let (_, info) = self.chart.merge_token_step(a, from, token, g.vocab.is_eos(token), scratch);
             if info.overflow {
                 return Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
@@ -425,12 +438,12 @@ impl Matcher {
         scratch.work = 0;
         while out.len() < limit {
             let set = self.chart.last();
-            if set.iter().any(|it| it.state == a.accept_state || !a.token_edges[it.state as usize].is_empty()) {
+            if set.iter().any(|it| it.state == a.accept_state || !a.edges.token_edges[it.state as usize].is_empty()) {
                 break;
             }
             let mut first = [0u64; 4];
             for it in set {
-                for (w, f) in first.iter_mut().zip(&a.first_bytes[it.state as usize]) {
+                for (w, f) in first.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
                     *w |= f;
                 }
             }
@@ -511,7 +524,7 @@ impl Matcher {
             .chart
             .last()
             .iter()
-            .all(|it| !a.has_byte_edges(it.state) && a.token_edges[it.state as usize].is_empty())
+            .all(|it| !a.has_byte_edges(it.state) && a.edges.token_edges[it.state as usize].is_empty())
             && self.chart.last().iter().any(|it| it.state == a.accept_state);
         self.chart.truncate(base);
         self.scratch = Some(scratch);

@@ -3,6 +3,30 @@
 //! JSON Schema → Stencil's grammar IR ([`stencil_grammar::Grammar`]) → the same matcher as
 //! GBNF, plus post-hoc validation of outputs with the `jsonschema` crate.
 //!
+//! - [`compile_schema`]: a schema and [`SchemaOptions`] → a [`CompiledSchema`] (the
+//!   grammar, and the keywords left to post-hoc validation as [`Unenforced`] warnings), or
+//!   a [`SchemaError`] naming the subschema's pointer.
+//! - [`SchemaOptions`]: the output style ([`Whitespace`], indentation, separators),
+//!   [`PropertyOrder`], [`Mode`] (strict or lenient), the default [`Draft`], the
+//!   [`Registry`] of documents that `$ref`s may name, and the [`SchemaLimits`].
+//! - [`validate`] / [`Validator`]: check an instance after the fact.
+//! - [`translate_pattern`], [`format_regex`], [`int_range_regex`]: the pieces the compiler
+//!   uses for `pattern`, `format` and numeric bounds, on their own.
+//!
+//! # How a schema becomes rules
+//!
+//! 1. **Locate** (`locate.rs`, `resolve.rs`): every subschema the compile reads is interned
+//!    once, with its draft; `$ref`s resolve to locations.
+//! 2. **Normal form** (`dnf.rs`): a value position is a conjunction of subschemas;
+//!    `allOf`/`$ref` add to it, `anyOf`/`oneOf`/`if` branch it.
+//! 3. **Typed form** (`node.rs`): each branch's keywords merge into one node: a set of
+//!    types, values, string and number constraints.
+//! 4. **Emit** (`emit/`): one emitter per JSON type writes the node as rules, in the
+//!    output style (`style.rs`); one rule per distinct conjunction, so recursion closes.
+//!
+//! Each compile runs inside a `schema_compile` [`tracing`] span (debug level) whose fields
+//! give the sizes: documents, locations, rules, conjunctions, warnings.
+//!
 //! ```
 //! use serde_json::json;
 //! use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
@@ -45,14 +69,22 @@
 //! characters, everything else literally. Numbers are JSON numbers; with bounds they are
 //! written without an exponent.
 
+#![warn(missing_docs)]
+
 mod compile;
+mod dnf;
 mod ecma;
+mod emit;
 mod escape;
 mod formats;
 mod hirset;
+mod locate;
+mod memo;
+mod node;
 mod not_in;
 mod numbers;
 mod resolve;
+mod style;
 mod validate;
 
 pub use ecma::{translate_pattern, PatternError};
@@ -73,7 +105,10 @@ pub enum Whitespace {
     /// Optional runs of at most `max_run` bytes from `[ \t\n]` around every structural
     /// token (`{ } [ ] , :`); the separators' own spaces are not forced. Small caps stop
     /// runaway whitespace.
-    Flexible { max_run: usize },
+    Flexible {
+        /// The most whitespace bytes in one run.
+        max_run: usize,
+    },
 }
 
 /// Where declared properties may appear in an object.
@@ -123,10 +158,15 @@ pub enum Mode {
 /// JSON Schema drafts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
 pub enum Draft {
+    /// Draft 4 (`id`, boolean `exclusiveMinimum`).
     Draft4,
+    /// Draft 6.
     Draft6,
+    /// Draft 7 (the last in which `$ref` overrides its siblings).
     Draft7,
+    /// Draft 2019-09.
     Draft201909,
+    /// Draft 2020-12 (`prefixItems`), the default.
     #[default]
     Draft202012,
 }
@@ -160,6 +200,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -182,6 +223,7 @@ impl Registry {
 /// styles), schema order, strict mode, draft 2020-12 when `$schema` is absent.
 #[derive(Clone, Debug)]
 pub struct SchemaOptions {
+    /// Whitespace between tokens (when [`SchemaOptions::indent`] is unset).
     pub whitespace: Whitespace,
     /// Pretty-printing with this many spaces per level, exactly as serde_json's
     /// `to_string_pretty` does for 2; overrides [`SchemaOptions::whitespace`] when set.
@@ -191,8 +233,11 @@ pub struct SchemaOptions {
     pub item_separator: String,
     /// Between a key and its value (compact and indented styles).
     pub key_separator: String,
+    /// Where declared properties may appear in an object.
     pub property_order: PropertyOrder,
+    /// What to do with keywords the grammar cannot enforce.
     pub mode: Mode,
+    /// The documents `$ref`s may name besides the schema itself.
     pub registry: Registry,
     /// The draft of documents without `$schema`.
     pub default_draft: Draft,
@@ -207,18 +252,19 @@ pub struct SchemaOptions {
 }
 
 /// Bounds on the work of compiling a schema, each a named setting with a sane default.
-/// Exceeding one is [`SchemaError::TooLarge`], whose reason names the limit and whose
-/// pointer locates the subschema. `LIMITS.md` at the repository root lists them with the
+/// Exceeding one is [`SchemaError::TooLarge`], whose [`SchemaLimit`] names the limit and
+/// whose pointer locates the subschema. `LIMITS.md` at the repository root lists them with the
 /// engine's.
 ///
 /// ```
-/// use stencil_schema::{compile_schema, SchemaError, SchemaLimits, SchemaOptions};
+/// use stencil_schema::{compile_schema, SchemaError, SchemaLimit, SchemaLimits, SchemaOptions};
 /// let options = SchemaOptions { limits: SchemaLimits { max_repetition: 100, ..SchemaLimits::default() }, ..SchemaOptions::default() };
 /// let schema = serde_json::json!({"type": "object", "properties": {"tags": {"type": "array", "maxItems": 1000}}});
 /// match compile_schema(&schema, &options) {
-///     Err(SchemaError::TooLarge { pointer, reason }) => {
+///     Err(SchemaError::TooLarge { limit, value, pointer, .. }) => {
+///         assert_eq!((limit, value), (SchemaLimit::Repetition, 100));
+///         assert_eq!(limit.to_string(), "max_repetition");
 ///         assert_eq!(pointer, "/properties/tags");
-///         assert!(reason.contains("max_repetition"));
 ///     }
 ///     other => panic!("{other:?}"),
 /// }
@@ -305,10 +351,12 @@ impl SchemaOptions {
 /// [`validate`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unenforced {
+    /// The keyword, as the schema spells it.
     pub keyword: String,
     /// JSON pointer of the subschema holding the keyword (with the document URI when it is
     /// not the root document).
     pub pointer: String,
+    /// What part of the keyword is not enforced.
     pub reason: String,
 }
 
@@ -329,7 +377,9 @@ fn display_pointer(p: &str) -> String {
 /// A compiled schema: the grammar and what it leaves to post-hoc validation.
 #[derive(Clone, Debug)]
 pub struct CompiledSchema {
+    /// The grammar of the valid instances' JSON text.
     pub grammar: Grammar,
+    /// The keywords the grammar does not enforce (lenient mode; empty in strict mode).
     pub warnings: Vec<Unenforced>,
 }
 
@@ -337,18 +387,98 @@ pub struct CompiledSchema {
 /// subschema involved.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum SchemaError {
+    /// A keyword the grammar cannot enforce (strict mode).
     #[error("`{keyword}` at {} cannot be enforced by a grammar: {reason}", display_pointer(.pointer))]
-    UnsupportedKeyword { keyword: String, pointer: String, reason: String },
+    UnsupportedKeyword {
+        /// The keyword.
+        keyword: String,
+        /// JSON pointer of the subschema holding it.
+        pointer: String,
+        /// What cannot be enforced.
+        reason: String,
+    },
+    /// A keyword whose value is not what the specification allows.
     #[error("`{keyword}` at {} has an invalid value: {reason}", display_pointer(.pointer))]
-    InvalidKeyword { keyword: String, pointer: String, reason: String },
+    InvalidKeyword {
+        /// The keyword (`schema` for a subschema that is neither an object nor a boolean).
+        keyword: String,
+        /// JSON pointer of the subschema holding it.
+        pointer: String,
+        /// What is wrong with the value.
+        reason: String,
+    },
+    /// A `pattern` (or `patternProperties` key) that cannot be translated to a grammar.
     #[error("`pattern` {pattern:?} at {} cannot be used: {reason}", display_pointer(.pointer))]
-    BadPattern { pointer: String, pattern: String, reason: String },
+    BadPattern {
+        /// JSON pointer of the subschema holding it.
+        pointer: String,
+        /// The pattern (empty when the failure is in a language built from patterns).
+        pattern: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A `$ref` whose target is not in the schema or the [`Registry`].
     #[error("`$ref` {reference:?} at {} does not resolve: {reason}", display_pointer(.pointer))]
-    UnresolvableRef { pointer: String, reference: String, reason: String },
+    UnresolvableRef {
+        /// JSON pointer of the subschema holding it.
+        pointer: String,
+        /// The reference, as written.
+        reference: String,
+        /// Why it does not resolve.
+        reason: String,
+    },
+    /// A schema no JSON value satisfies (the engine has no grammar for the empty language).
     #[error("the schema at {} admits no value: {reason}", display_pointer(.pointer))]
-    Unsatisfiable { pointer: String, reason: String },
+    Unsatisfiable {
+        /// JSON pointer of the subschema.
+        pointer: String,
+        /// Why.
+        reason: String,
+    },
+    /// Compiling exceeded one of the [`SchemaLimits`].
     #[error("compiling the schema at {} exceeded a limit: {reason}", display_pointer(.pointer))]
-    TooLarge { pointer: String, reason: String },
+    TooLarge {
+        /// Which limit.
+        limit: SchemaLimit,
+        /// The limit's setting (milliseconds for [`SchemaLimit::CompileTime`]).
+        value: u64,
+        /// JSON pointer of the subschema being compiled.
+        pointer: String,
+        /// What exceeded it; ends with `(limit NAME)` (`NAME` being `limit` displayed), or
+        /// `(with limit NAME)` where the bound is a fixed one tied to that limit.
+        reason: String,
+    },
+}
+
+/// The [`SchemaLimits`] setting that a [`SchemaError::TooLarge`] names; displays as the
+/// field's name (`max_rules`, ...), as the engine's `LimitKind` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchemaLimit {
+    /// [`SchemaLimits::max_depth`].
+    Depth,
+    /// [`SchemaLimits::max_branches`].
+    Branches,
+    /// [`SchemaLimits::max_rules`].
+    Rules,
+    /// [`SchemaLimits::max_repetition`].
+    Repetition,
+    /// [`SchemaLimits::max_compile_time`] (its value in milliseconds).
+    CompileTime,
+    /// [`SchemaLimits::max_any_order_properties`].
+    AnyOrderProperties,
+}
+
+impl std::fmt::Display for SchemaLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SchemaLimit::Depth => "max_depth",
+            SchemaLimit::Branches => "max_branches",
+            SchemaLimit::Rules => "max_rules",
+            SchemaLimit::Repetition => "max_repetition",
+            SchemaLimit::CompileTime => "max_compile_time",
+            SchemaLimit::AnyOrderProperties => "max_any_order_properties",
+        })
+    }
 }
 
 /// Compiles `schema` into a grammar whose language is JSON text (in the options' style)

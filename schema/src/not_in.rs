@@ -1,7 +1,7 @@
 //! "Any string but these": the escaped contents of a JSON string that is none of a set
 //! of excluded strings (an object's declared keys, when other keys are allowed too).
 
-use crate::compile::{alt, hir_expr, lit, seq};
+use crate::emit::{alt, hir_expr, lit, seq};
 use crate::escape::{class_hir, escape_char, length_hir};
 use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange, Hir};
 use std::sync::LazyLock;

@@ -7,8 +7,11 @@ use std::cmp::Ordering;
 /// fraction digits (no trailing zeros).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decimal {
+    /// Below zero (never set for zero).
     pub negative: bool,
+    /// The integer digits.
     pub int: String,
+    /// The fraction digits.
     pub frac: String,
 }
 
@@ -46,6 +49,7 @@ impl Decimal {
         Some(Decimal { negative, int: int.to_string(), frac: frac.to_string() })
     }
 
+    /// Whether it has no fraction digits.
     pub fn is_integer(&self) -> bool {
         self.frac.is_empty()
     }
@@ -77,6 +81,7 @@ impl Decimal {
         self.neg().ceil().neg()
     }
 
+    /// The opposite number (zero stays zero).
     pub fn neg(&self) -> Decimal {
         let zero = self.int == "0" && self.frac.is_empty();
         Decimal { negative: !self.negative && !zero, ..self.clone() }

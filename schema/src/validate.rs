@@ -18,6 +18,7 @@ pub struct ValidationIssue {
     pub keyword: String,
     /// JSON pointer of the keyword in the schema.
     pub schema_pointer: String,
+    /// What is wrong, as the `jsonschema` crate says it.
     pub message: String,
 }
 

@@ -8,8 +8,11 @@
 //! that chain, one state at a time: 70 ms for `maxLength: 5000`. Here it is written
 //! out, row by row, from `X`'s rows.
 
+use super::classes::{classes_of, mark_boundaries};
+use super::determinize::RuleDfa;
 use super::nfa::{Edge, MiniDfa};
-use super::{classes_of, mark_boundaries, EdgeRows, RuleDfa, DEAD};
+use super::rows::EdgeRows;
+use super::DEAD;
 
 /// Repetitions shorter than this go through the subset construction like the rest.
 pub(super) const CHAIN_MIN_COUNT: u32 = 256;
@@ -106,8 +109,9 @@ pub(super) fn chain_dfa(c: &Counted) -> Option<RuleDfa> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::automaton::classes::byte_classes;
+    use crate::automaton::determinize::determinize;
     use crate::automaton::nfa::with_plain_builder;
-    use crate::automaton::{byte_classes, determinize};
 
     /// The root rule of `gbnf` as a chain (when it is one) and through the subset
     /// construction and minimization.

@@ -14,8 +14,9 @@
 //! exactly one automaton: rules that several unfused rules reach through tail calls stay
 //! rules (else each would carry a copy).
 
+use super::plan::Calls;
+use super::rows::Rows;
 use super::split::Rules;
-use super::{Calls, Rows};
 use stencil_grammar::Expr;
 
 /// Which rules to fuse into their tail callers (see the module doc). `inline`: rules
@@ -137,7 +138,8 @@ impl CallWalk<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{checked_callees, choose_inlined, nfa::Regexes, representatives};
+    use super::super::nfa::Regexes;
+    use super::super::plan::{checked_callees, choose_inlined, representatives};
     use super::{choose_fused, Rules};
 
     /// `(representative, fused)` per rule name, as `Automaton::compile` decides them.

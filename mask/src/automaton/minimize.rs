@@ -7,6 +7,17 @@
 //! Two states end up in one class iff they agree on finality and, label by label, either
 //! both lack a transition or both go to states of one class. Missing transitions are kept
 //! distinct from every state, so merging never changes what the automaton accepts.
+//!
+//! [`RuleDfa::minimize`] runs it on one rule's automaton (byte classes, calls and token
+//! terminals as labels), and [`worth_minimizing`] says which automata are worth it.
+//!
+//! Invariant: minimization keeps the start state first and the language unchanged; it
+//! only merges states.
+
+use super::determinize::RuleDfa;
+use super::nfa::Nfa;
+use super::rows::group_into_rows;
+use super::DEAD;
 
 /// A transition `tail --label--> head`.
 #[derive(Clone, Copy, Debug)]
@@ -48,12 +59,7 @@ impl Refiner {
         let m = transitions.len();
         let Refiner { blocks, cords, in_start, incoming, renumber, class, acyclic } = self;
         // Incoming transitions per state (by head), in compressed rows.
-        super::group_into_rows(
-            n,
-            || transitions.iter().enumerate().map(|(i, t)| (t.head, i as u32)),
-            in_start,
-            incoming,
-        );
+        group_into_rows(n, || transitions.iter().enumerate().map(|(i, t)| (t.head, i as u32)), in_start, incoming);
         if acyclic.partition(n, finals, transitions, in_start, incoming, class) {
             return number_by_first_occurrence(class, renumber);
         }
@@ -159,7 +165,7 @@ impl Acyclic {
     ) -> bool {
         use std::hash::{Hash, Hasher};
         let Acyclic { out_start, out, waiting, ready, first_with, next_with } = self;
-        super::group_into_rows(n, || transitions.iter().enumerate().map(|(i, t)| (t.tail, i as u32)), out_start, out);
+        group_into_rows(n, || transitions.iter().enumerate().map(|(i, t)| (t.tail, i as u32)), out_start, out);
         for s in 0..n {
             let row = &mut out[out_start[s] as usize..out_start[s + 1] as usize];
             if !row.is_sorted_by_key(|&t| transitions[t as usize].label) {
@@ -297,6 +303,86 @@ impl Partition {
     }
 }
 
+/// Buffers minimization keeps from one rule to the next.
+#[derive(Default)]
+pub(super) struct MinimizeScratch {
+    transitions: Vec<Transition>,
+    refiner: Refiner,
+    /// The merged automaton is written here, then swapped with the rule's.
+    merged: RuleDfa,
+    /// One state per class.
+    order: Vec<usize>,
+    /// The byte classes kept by [`RuleDfa::merge_equal_classes`].
+    pub(super) kept: Vec<usize>,
+}
+
+impl RuleDfa {
+    /// Merges equivalent states (partition refinement, see
+    /// [`Refiner`]), keeping the start state first. Fewer states means
+    /// fewer mask-cache entries.
+    pub(super) fn minimize(&mut self, scratch: &mut MinimizeScratch) {
+        let (n, nc) = (self.n_states(), self.n_classes);
+        let MinimizeScratch { transitions, refiner, merged, order, .. } = scratch;
+        // By label (partition refinement sorts them so: this way it finds them sorted).
+        transitions.clear();
+        for c in 0..nc {
+            for s in 0..n {
+                let head = self.trans[s * nc + c];
+                if head != DEAD {
+                    transitions.push(Transition { tail: s as u32, label: c as u64, head });
+                }
+            }
+        }
+        let by_class = transitions.len();
+        for s in 0..n {
+            let tail = s as u32;
+            for &(r, head) in self.calls.get(s) {
+                transitions.push(Transition { tail, label: nc as u64 + 2 * r as u64, head });
+            }
+            for &(k, head) in self.token_edges.get(s) {
+                transitions.push(Transition { tail, label: nc as u64 + 2 * k as u64 + 1, head });
+            }
+        }
+        transitions[by_class..].sort_unstable_by_key(|t| t.label);
+        let (class, n_classes) = refiner.partition(n, &self.is_final, transitions);
+        if n_classes == n {
+            return;
+        }
+        // One representative per class, in class order (the start state's class is 0).
+        order.clear();
+        for (i, &c) in class.iter().enumerate() {
+            if c as usize == order.len() {
+                order.push(i);
+            }
+        }
+        let map = |t: u32| if t == DEAD { DEAD } else { class[t as usize] };
+        merged.reset(self.class, nc);
+        for &s in order.iter() {
+            merged.trans.extend(self.trans[s * nc..(s + 1) * nc].iter().map(|&t| map(t)));
+            merged.is_final.push(self.is_final[s]);
+            merged.calls.push_row(self.calls.get(s).iter().map(|&(x, t)| (x, map(t))));
+            merged.token_edges.push_row(self.token_edges.get(s).iter().map(|&(x, t)| (x, map(t))));
+        }
+        std::mem::swap(self, merged);
+    }
+}
+
+/// Whether a rule's automaton (`states` after the subset construction of `nfa`) is
+/// worth minimizing. Built with shared tails (see `nfa.rs`), most are minimal or nearly:
+/// the names' tries exactly, a schema's objects within a few percent. The subset
+/// constructions of regex terminals (formats, patterns) are the ones with many
+/// equivalent states (a URI format: 623 states, 231 minimal), and big automata are
+/// worth it for their table's size. On the benchmark's sample (350 schemas), skipping
+/// the rest leaves 3 % more states and takes a tenth off the engine's compile time,
+/// masks equally fast. Big automata made mostly of stamped copies of a repeated body's
+/// minimal automaton (a counted repetition: `(\S+\s+){0,49}\S+`, a word count) are
+/// minimal already, told apart by the count: on the dev split of JSONSchemaBench, the
+/// 1,297 such rules without a regex terminal lose 2,131 states to minimization (1 % of
+/// what the others lose) for 55 % of its time.
+pub(super) fn worth_minimizing(nfa: &Nfa, states: usize) -> bool {
+    nfa.has_regex || (states > 256 && nfa.stamped * 2 <= nfa.n_states())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,7 +479,7 @@ mod tests {
             // The bottom-up pass takes exactly the automata without a cycle.
             let mut refiner = Refiner::default();
             let Refiner { in_start, incoming, class, .. } = &mut refiner;
-            super::super::group_into_rows(
+            super::super::rows::group_into_rows(
                 n,
                 || transitions.iter().enumerate().map(|(i, t)| (t.head, i as u32)),
                 in_start,

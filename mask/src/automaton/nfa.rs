@@ -1,6 +1,8 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
 
 use super::chain::{Counted, CHAIN_MIN_COUNT};
+use super::classes::byte_classes;
+use super::determinize::determinize;
 use super::split::Rules;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
@@ -39,7 +41,7 @@ impl Nfa {
     /// state's keep their order).
     pub fn new(n_states: usize, edges: &[(u32, Edge)], accept: u32) -> Nfa {
         let (mut first, mut sorted) = (Vec::new(), Vec::new());
-        super::group_into_rows(n_states, || edges.iter().copied(), &mut first, &mut sorted);
+        super::rows::group_into_rows(n_states, || edges.iter().copied(), &mut first, &mut sorted);
         Nfa { edges: sorted, first, accept, has_regex: false, stamped: 0 }
     }
 
@@ -169,7 +171,7 @@ impl<'a> NfaBuilder<'a> {
         self.built.stamped = self.nfa.stamped;
         let Nfa { edges, first, .. } = &mut self.built;
         let parts = &self.nfa;
-        super::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
+        super::rows::group_into_rows(parts.n_states as usize, || parts.edges.iter().copied(), first, edges);
         Ok(&self.built)
     }
 
@@ -746,8 +748,7 @@ impl MiniDfa {
     /// The body's minimal automaton (the rules' subset construction and minimization),
     /// as edges; `None` past [`MINI_MAX_STATES`].
     fn new(nfa: &Nfa) -> Option<MiniDfa> {
-        let mut dfa =
-            super::determinize(nfa, super::byte_classes(nfa), MINI_MAX_STATES, None, &mut Default::default()).ok()?;
+        let mut dfa = determinize(nfa, byte_classes(nfa), MINI_MAX_STATES, None, &mut Default::default()).ok()?;
         dfa.minimize(&mut Default::default());
         let edges = (0..dfa.n_states() as u32).map(|s| dfa.edges(s)).collect();
         Some(MiniDfa { finals: dfa.is_final, edges })

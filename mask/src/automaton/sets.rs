@@ -1,7 +1,7 @@
 //! Interned sets of NFA states for the subset construction: all sets in one arena, found
 //! again by hash, so a new automaton state costs no allocation of its own.
 
-use super::Rows;
+use super::rows::Rows;
 use rustc_hash::FxHashMap;
 use std::hash::{BuildHasher, BuildHasherDefault};
 

@@ -38,34 +38,71 @@ const RESERVE_CAP: usize = 1 << 16;
 /// Errors reading GGUF metadata or building a vocabulary from it.
 #[derive(Debug, Error)]
 pub enum GgufError {
+    /// The file could not be read.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// The first four bytes are not `GGUF`.
     #[error("not a GGUF file (magic {0:02x?})")]
     BadMagic([u8; 4]),
+    /// A format version other than 2 and 3.
     #[error("unsupported GGUF version {0} (2 and 3 are)")]
     UnsupportedVersion(u32),
+    /// The file ends inside its metadata.
     #[error("the file ends inside its metadata")]
     Truncated,
+    /// A length field larger than what is left of the file.
     #[error("a length of {len} at offset {offset} exceeds the {left} bytes that follow")]
-    LengthTooLarge { len: u64, offset: u64, left: u64 },
+    LengthTooLarge {
+        /// The length read.
+        len: u64,
+        /// Where it was read.
+        offset: u64,
+        /// The bytes left after it.
+        left: u64,
+    },
+    /// A value type tag GGUF does not define.
     #[error("unknown value type {0}")]
     BadType(u32),
+    /// Arrays nested too deeply.
     #[error("arrays nested deeper than {MAX_DEPTH}")]
     TooDeep,
+    /// A metadata key that is not UTF-8.
     #[error("metadata key is not UTF-8")]
     KeyNotUtf8,
+    /// A metadata key given twice.
     #[error("duplicate metadata key {0:?}")]
     DuplicateKey(String),
+    /// A metadata key the vocabulary needs is absent.
     #[error("missing metadata key {0:?}")]
     MissingKey(&'static str),
+    /// A metadata value of another type than the key's.
     #[error("metadata key {key:?} has the wrong type")]
-    WrongType { key: &'static str },
+    WrongType {
+        /// The key.
+        key: &'static str,
+    },
+    /// An array of another length than the vocabulary's.
     #[error("{key:?} has {len} entries, expected {expected}")]
-    WrongLength { key: &'static str, len: usize, expected: usize },
+    WrongLength {
+        /// The key.
+        key: &'static str,
+        /// Its entries.
+        len: usize,
+        /// The entries expected.
+        expected: usize,
+    },
+    /// A `tokenizer.ggml.model` this crate does not know.
     #[error("unsupported tokenizer model {0:?}")]
     UnsupportedModel(String),
+    /// A byte token whose text is not `<0xHH>`.
     #[error("byte token {id} has malformed text {text:?}")]
-    BadByteToken { id: u32, text: String },
+    BadByteToken {
+        /// The token's id.
+        id: u32,
+        /// Its text.
+        text: String,
+    },
+    /// The tokens make no valid vocabulary.
     #[error(transparent)]
     Vocab(#[from] VocabError),
 }
@@ -73,6 +110,7 @@ pub enum GgufError {
 /// The type tag of a GGUF value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
+#[allow(missing_docs)] // The tags are their names.
 pub enum GgufType {
     U8 = 0,
     I8 = 1,
@@ -126,6 +164,7 @@ impl GgufType {
 /// A metadata value. Strings are kept as raw bytes: GGUF says UTF-8, but token texts of
 /// real models are not always valid.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(missing_docs)] // One variant per [`GgufType`], of that type.
 pub enum GgufValue {
     U8(u8),
     I8(i8),
@@ -198,6 +237,7 @@ impl GgufValue {
         }
     }
 
+    /// A boolean value.
     pub fn as_bool(&self) -> Option<bool> {
         match *self {
             GgufValue::Bool(v) => Some(v),
@@ -230,9 +270,11 @@ impl GgufValue {
 /// The header and metadata of a GGUF file, key/values in file order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GgufMetadata {
+    /// The format version (2 or 3).
     pub version: u32,
     /// Tensors the file declares (their infos are not read).
     pub tensor_count: u64,
+    /// The key/value pairs, in file order.
     pub kvs: Vec<(String, GgufValue)>,
 }
 
@@ -469,6 +511,7 @@ fn write_value(out: &mut impl Write, value: &GgufValue) -> io::Result<()> {
 }
 
 /// llama.cpp's `tokenizer.ggml.token_type` values.
+#[allow(missing_docs)] // The constants are llama.cpp's names.
 pub mod token_type {
     pub const NORMAL: i64 = 1;
     pub const UNKNOWN: i64 = 2;

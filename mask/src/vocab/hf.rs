@@ -24,12 +24,16 @@ use super::{TokenKind, VocabError, Vocabulary};
 /// Errors reading a tokenizer.json.
 #[derive(Debug, Error)]
 pub enum HfError {
+    /// The file could not be read.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The file is not JSON.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// JSON, but not a tokenizer.json this reader knows.
     #[error("unsupported tokenizer.json: {0}")]
     Format(String),
+    /// The tokens make no valid vocabulary.
     #[error(transparent)]
     Vocab(#[from] VocabError),
 }

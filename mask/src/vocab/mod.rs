@@ -12,8 +12,6 @@
 
 use thiserror::Error;
 
-#[path = "fixture.rs"]
-pub mod fixtures;
 pub mod gguf;
 pub mod hf;
 pub mod tokenizer;
@@ -40,14 +38,28 @@ pub enum TokenKind {
 /// Errors building a vocabulary.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum VocabError {
+    /// No tokens at all.
     #[error("the vocabulary has no tokens")]
     Empty,
+    /// An end-of-sequence id past the last token.
     #[error("EOS token id {id} is outside the vocabulary of {len} tokens")]
-    EosOutOfRange { id: u32, len: usize },
+    EosOutOfRange {
+        /// The id.
+        id: u32,
+        /// The vocabulary's size.
+        len: usize,
+    },
+    /// No end-of-sequence token.
     #[error("the vocabulary names no EOS token")]
     NoEos,
+    /// A mask width (the model's logit count) below the number of tokens.
     #[error("mask width {width} is smaller than the vocabulary's {len} tokens")]
-    MaskTooNarrow { width: usize, len: usize },
+    MaskTooNarrow {
+        /// The width asked for.
+        width: usize,
+        /// The vocabulary's size.
+        len: usize,
+    },
 }
 
 /// Token id → bytes and kind, the EOS ids, and the width of the logits the masks cover.
@@ -133,10 +145,12 @@ impl Vocabulary {
     }
 
     /// Number of tokens with bytes.
+    /// Number of tokens.
     pub fn len(&self) -> usize {
         self.kinds.len()
     }
 
+    /// Whether it has no tokens (never, once built: see [`VocabError::Empty`]).
     pub fn is_empty(&self) -> bool {
         self.kinds.is_empty()
     }
@@ -152,6 +166,7 @@ impl Vocabulary {
         &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
+    /// What a token is, for masking.
     pub fn kind(&self, id: u32) -> TokenKind {
         self.kinds[id as usize]
     }
@@ -168,6 +183,7 @@ impl Vocabulary {
         &self.eos
     }
 
+    /// Whether `id` is an end-of-sequence token.
     pub fn is_eos(&self, id: u32) -> bool {
         self.eos.binary_search(&id).is_ok()
     }

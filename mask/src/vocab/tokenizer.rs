@@ -25,20 +25,28 @@ use super::gguf::{self, token_type, GgufError, GgufMetadata, GgufModel, RawVocab
 /// Errors loading a tokenizer or encoding text.
 #[derive(Debug, Error)]
 pub enum TokenizerError {
+    /// The GGUF metadata could not be read.
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// The `tokenizers` crate refused the model.
     #[error("tokenizers: {0}")]
     Hf(String),
+    /// A BPE pre-tokenizer name this crate does not know.
     #[error("unsupported BPE pre-tokenizer {0:?}")]
     UnsupportedPre(String),
+    /// A token's text is not UTF-8 (by id).
     #[error("token {0} is not UTF-8, which a byte-level BPE vocabulary needs")]
     TokenNotUtf8(u32),
+    /// A BPE merge is not two tokens (by index).
     #[error("merge {0} is malformed")]
     BadMerge(usize),
+    /// A byte no token spells (byte fallback needs all 256).
     #[error("the vocabulary has no token for byte 0x{0:02X}")]
     NoByteToken(u8),
+    /// Text that no sequence of tokens spells exactly.
     #[error("no tokens spell {0:?} exactly in this vocabulary")]
     NotRepresentable(String),
+    /// The tokenizer.json could not be read.
     #[error(transparent)]
     Json(#[from] super::HfError),
 }

@@ -1,0 +1,116 @@
+//! Answers computed once per compile: each conjunction's value rule, translated patterns
+//! and their matchers, string contents, the keys of `patternProperties` patterns, and the
+//! `jsonschema` validators that check `enum` values against the other keywords.
+//!
+//! Invariant: a memo entry depends only on its key and the compile's options, so reading
+//! it instead of recomputing never changes the grammar.
+
+use std::rc::Rc;
+
+use regex_syntax::hir::Hir;
+use rustc_hash::FxHashMap as HashMap;
+use stencil_grammar::{Expr, RuleId};
+
+use crate::compile::Ctx;
+use crate::dnf::Conj;
+use crate::ecma::full_match_hir;
+use crate::locate::Sid;
+use crate::{Draft, SchemaError};
+
+/// The memo tables of one compile.
+#[derive(Default)]
+pub(crate) struct Memo {
+    /// Each conjunction's value rule (`None`: no value), per nesting depth (indented
+    /// output writes a value differently at each depth; compact output has only depth 0).
+    pub(crate) value_rules: Vec<HashMap<Conj, Option<RuleId>>>,
+    validators: HashMap<Sid, Option<jsonschema::Validator>>,
+    /// The documents, prepared once for `validators` (`None` until first needed; `Err` when
+    /// the `jsonschema` crate cannot read them).
+    validator_docs: Option<Result<crate::validate::PreparedDocs, String>>,
+    /// Patterns translated once per compile (one recurs at every object sharing it, and
+    /// each declared name is tested against each `patternProperties` pattern), with their
+    /// matchers.
+    patterns: HashMap<String, Result<Rc<Hir>, String>>,
+    /// Keys of a `patternProperties` pattern less the declared names it matches (see
+    /// [`Ctx::key_minus_declared`]), by pattern and those names.
+    pub(crate) pattern_keys: HashMap<(String, Vec<String>), Option<Expr>>,
+    matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
+    /// Escaped contents of strings of one pattern or format (is format, source, length
+    /// bounds), built once per compile.
+    pub(crate) string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
+}
+
+impl<'o> Ctx<'o> {
+    /// The full-match language of the ECMA-262 `pattern`; an error names it at the
+    /// pointer `at` gives (asked only then).
+    pub(crate) fn pattern_hir(
+        &mut self,
+        pattern: &str,
+        at: impl FnOnce(&Self) -> String,
+    ) -> Result<Rc<Hir>, SchemaError> {
+        if !self.memo.patterns.contains_key(pattern) {
+            self.memo.patterns.insert(pattern.to_string(), full_match_hir(pattern).map(Rc::new).map_err(|e| e.0));
+        }
+        match &self.memo.patterns[pattern] {
+            Ok(h) => Ok(h.clone()),
+            Err(reason) => {
+                let reason = reason.clone();
+                Err(SchemaError::BadPattern { pointer: at(self), pattern: pattern.to_string(), reason })
+            }
+        }
+    }
+
+    /// Whether `pattern` matches `name` (see [`Ctx::pattern_hir`] for `at`).
+    pub(crate) fn pattern_matches(
+        &mut self,
+        pattern: &str,
+        name: &str,
+        at: impl FnOnce(&Self) -> String,
+    ) -> Result<bool, SchemaError> {
+        if !self.memo.matchers.contains_key(pattern) {
+            let hir = self.pattern_hir(pattern, at)?;
+            self.memo.matchers.insert(pattern.to_string(), hir_matcher(&hir));
+        }
+        Ok(self.memo.matchers[pattern].as_ref().is_none_or(|re| re.is_match(name)))
+    }
+
+    /// The `jsonschema` validator of the subschema at `sid` (`None` when it cannot be built).
+    pub(crate) fn validator(&mut self, sid: Sid) -> Option<&jsonschema::Validator> {
+        if !self.memo.validators.contains_key(&sid) {
+            let loc = self.loc.loc(sid).clone();
+            let uri = format!("{}#{}", self.loc.res.doc_uris[loc.0], loc.1);
+            let draft = self.loc.draft(sid);
+            let wrapper = serde_json::json!({"$schema": draft_uri(draft), "$ref": uri});
+            let (res, registry) = (&self.loc.res, &self.opts.registry);
+            let docs = self.memo.validator_docs.get_or_insert_with(|| {
+                let docs = res.doc_uris.iter().cloned().zip(res.docs.iter().map(|&d| std::sync::Arc::new(d.clone())));
+                crate::validate::PreparedDocs::new(docs, registry)
+            });
+            let val = docs.as_ref().ok().and_then(|d| d.validator(&wrapper).ok());
+            self.memo.validators.insert(sid, val);
+        }
+        self.memo.validators.get(&sid).and_then(|v| v.as_ref())
+    }
+}
+
+fn draft_uri(d: Draft) -> &'static str {
+    match d {
+        Draft::Draft4 => "http://json-schema.org/draft-04/schema#",
+        Draft::Draft6 => "http://json-schema.org/draft-06/schema#",
+        Draft::Draft7 => "http://json-schema.org/draft-07/schema#",
+        Draft::Draft201909 => "https://json-schema.org/draft/2019-09/schema",
+        Draft::Draft202012 => "https://json-schema.org/draft/2020-12/schema",
+    }
+}
+
+/// A whole-string matcher for `h` (cheap to build: no full DFA); `None` when it cannot be
+/// built, which callers read as "may match".
+pub(crate) fn hir_matcher(h: &Hir) -> Option<regex_automata::meta::Regex> {
+    let anchored = Hir::concat(vec![
+        Hir::look(regex_syntax::hir::Look::Start),
+        h.clone(),
+        Hir::look(regex_syntax::hir::Look::End),
+    ]);
+    let config = regex_automata::meta::Regex::config().dfa(false);
+    regex_automata::meta::Regex::builder().configure(config).build_from_hir(&anchored).ok()
+}
