@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use stencil_mask::vocab::fixtures::{models_dir, SMOLLM2_MODEL_FILE};
 use stencil_runtime::{ChatMessage, Model, ModelOptions, SessionOptions};
+use stencil_test_support::fixtures::{models_dir, SMOLLM2_MODEL_FILE};
 use stencil_tools::{CallOptions, Tool, ToolCaller, ToolChoice, ToolSet};
 
 /// Get the current weather in a city.

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{
     sample_seed, ChatMessage, Extractor, GenerateRequest, Generation, Model, ModelOptions, Normalizer, Prompt,
     SelfConsistencyParams, Session, SessionOptions, StopReason,
 };
+use stencil_test_support::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 
 /// Settings of the scaling part.
 pub struct ScalingArgs {

@@ -178,8 +178,8 @@ pub struct Outcome {
 
 fn vocab_by_name(name: &str) -> Option<(&'static str, Arc<Vocabulary>, Arc<Tokenizer>)> {
     let (label, (v, t)) = match name {
-        "smollm2" => ("SmolLM2-135M", stencil_mask::vocab::fixtures::smollm2()),
-        "gemma3" => ("Gemma 3 270M", stencil_mask::vocab::fixtures::gemma3()),
+        "smollm2" => ("SmolLM2-135M", stencil_test_support::fixtures::smollm2()),
+        "gemma3" => ("Gemma 3 270M", stencil_test_support::fixtures::gemma3()),
         _ => return None,
     };
     Some((label, v, t))

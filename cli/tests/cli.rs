@@ -14,12 +14,7 @@ fn grammar(name: &str) -> PathBuf {
 
 /// Every `fixtures/gbnf/*.gbnf`, sorted.
 fn corpus() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures().join("gbnf"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "gbnf"))
-        .collect();
-    v.sort();
+    let v = stencil_test_support::fixtures::files(&fixtures().join("gbnf"), ".gbnf");
     assert!(v.len() >= 8, "corpus grammars missing: {v:?}");
     v
 }
@@ -237,25 +232,7 @@ fn accepts_needs_a_text() {
 /// Runs `sample --random` and returns the printed samples (decoded from their JSON lines)
 /// and stderr.
 fn sample(g: &Path, vocab: &Path, count: usize, seed: u64, extra: &[&str]) -> (Output, Vec<String>) {
-    let mut args: Vec<std::ffi::OsString> = vec![
-        "sample".into(),
-        "--grammar".into(),
-        g.into(),
-        "--vocab".into(),
-        vocab.into(),
-        "--random".into(),
-        "--count".into(),
-        count.to_string().into(),
-        "--seed".into(),
-        seed.to_string().into(),
-    ];
-    args.extend(extra.iter().map(Into::into));
-    let o = run(&args);
-    let samples = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("not a JSON string: {l:?}: {e}")))
-        .collect();
-    (o, samples)
+    sample_random("--grammar", g, vocab, count, seed, extra)
 }
 
 /// The soundness probe: every sample of every corpus grammar is in the grammar's language

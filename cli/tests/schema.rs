@@ -295,27 +295,7 @@ fn lenient_accepts_leaves_the_unenforced_keyword_to_validation() {
 
 /// Runs `sample --random --schema` and returns the output and the decoded samples.
 fn sample(name: &str, vocab: &Path, count: usize, seed: u64, flags: &[&str]) -> (Output, Vec<String>) {
-    let mut args: Vec<OsString> = vec![
-        "sample".into(),
-        "--schema".into(),
-        schema(name).into(),
-        "--vocab".into(),
-        vocab.into(),
-        "--random".into(),
-        "--count".into(),
-        count.to_string().into(),
-        "--seed".into(),
-        seed.to_string().into(),
-        "--max-tokens".into(),
-        "2000".into(),
-    ];
-    args.extend(flags.iter().map(Into::into));
-    let o = run(args);
-    let samples = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("not a JSON string: {l:?}: {e}")))
-        .collect();
-    (o, samples)
+    sample_random("--schema", &schema(name), vocab, count, seed, &[&["--max-tokens", "2000"], flags].concat())
 }
 
 /// Every printed sample is JSON, validates against the schema (checked here again, apart

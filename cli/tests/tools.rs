@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{code, fixtures, run, scratch, stderr, stdout};
+use common::{code, fixtures, model, run, scratch, stderr, stdout};
 use serde_json::Value;
 
 fn generate_tools(extra: &[&str]) -> std::process::Output {
@@ -12,7 +12,7 @@ fn generate_tools(extra: &[&str]) -> std::process::Output {
 
 /// `generate --tools FIXTURE` (a path under `fixtures/`) with the default model.
 fn generate_with(fixture: &str, extra: &[&str]) -> std::process::Output {
-    let model = stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE);
+    let model = model();
     let tools = fixtures().join(fixture);
     let mut args = vec!["generate", "--model", model.to_str().unwrap(), "--threads", "1", "--quiet"];
     args.extend_from_slice(&["--tools", tools.to_str().unwrap()]);
@@ -108,7 +108,7 @@ fn namespaced_tool_names_are_accepted_and_called_exactly() {
 
 #[test]
 fn bad_tool_files_and_choices_are_usage_errors() {
-    let model = stencil_mask::vocab::fixtures::model_path(stencil_mask::vocab::fixtures::SMOLLM2_MODEL_FILE);
+    let model = model();
     // Names are any printable text: a control character or the empty name is refused.
     for (file, json, needle) in [
         (

@@ -17,7 +17,7 @@ const KEY: &str = "cli-test-key-93d2";
 /// A text of `words` SmolLM2 word tokens (` [a-z]{3,7}`, each its own canonical
 /// tokenization) drawn uniformly through the sampler, watermarked with `key` when given.
 fn text_of_words(key: Option<&str>, words: usize, seed: u64) -> String {
-    let (vocab, tokenizer) = stencil_mask::vocab::fixtures::smollm2();
+    let (vocab, tokenizer) = stencil_test_support::fixtures::smollm2();
     let mut mask = stencil_mask::bitmask::new_mask(vocab.mask_width());
     for id in 0..vocab.len() as u32 {
         let bytes = vocab.token_bytes(id);

@@ -1,7 +1,8 @@
-//! Stencil's fuzz targets: the checks ([`checks`], shared with the regression replay test)
-//! and the structure-aware input types ([`gen`]). See `FUZZING.md` at the repository root.
+//! Stencil's fuzz targets: the checks ([`checks`], which live in `stencil-test-support` and
+//! are shared with the regression replay test) and the structure-aware input types
+//! ([`gen`]). See `FUZZING.md` at the repository root.
 
-pub mod checks;
+pub use stencil_test_support::checks;
 pub mod gen;
 
 /// Prints a decoded structured input as JSON when `STENCIL_FUZZ_PRINT` is set: the form

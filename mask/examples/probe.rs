@@ -1,6 +1,7 @@
 //! Quick timing probe: `cargo run --release -p stencil-mask --example probe -- GRAMMAR.gbnf [gemma|smollm2] [steps]`.
 use std::time::Instant;
-use stencil_mask::{bitmask, vocab::fixtures, CompiledGrammar, Matcher};
+use stencil_mask::{bitmask, CompiledGrammar, Matcher};
+use stencil_test_support::fixtures;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -1,11 +1,10 @@
 //! The catalogue of bad inputs (`fixtures/bad/`, see its README): every malformed or
 //! hostile GBNF grammar and vocabulary gives its expected error text — the snapshot
-//! `NAME.expected` next to the input `NAME`, compared exactly (`STENCIL_UPDATE_SNAPSHOTS=1`
+//! `NAME.expected` next to the input `NAME`, compared exactly (`STENCIL_UPDATE=1`
 //! rewrites them) — and none panics. Then inputs too big to commit, generated here: each
 //! works fast or fails fast with a typed error naming the limit, and every limit of
 //! [`Limits`] is hit once.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,74 +13,19 @@ use stencil_grammar::{parse_gbnf, parse_gbnf_bytes, GbnfError};
 use stencil_mask::{
     bitmask, CompileError, CompiledGrammar, LimitKind, Limits, MatchError, Matcher, TokenKind, Vocabulary,
 };
+use stencil_test_support::snapshot::check_snapshots;
+use stencil_test_support::toy;
 
 fn bad_dir(kind: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bad").join(kind)
-}
-
-/// The inputs of `fixtures/bad/<kind>/` ending in `suffix`, sorted.
-fn inputs(kind: &str, suffix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(bad_dir(kind))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no {suffix} inputs in fixtures/bad/{kind}");
-    v
-}
-
-/// `NAME.expected` beside the input `NAME`.
-fn expected_path(input: &Path) -> PathBuf {
-    input.with_file_name(format!("{}.expected", input.file_name().unwrap().to_string_lossy()))
-}
-
-/// Runs `outcome` on every input (a panic is an outcome too, and a failure) and compares
-/// each result with its snapshot; reports every mismatch at once.
-fn check_catalogue(kind: &str, suffix: &str, outcome: impl Fn(&Path) -> String) {
-    let update = std::env::var_os("STENCIL_UPDATE_SNAPSHOTS").is_some();
-    let mut failures = Vec::new();
-    for input in inputs(kind, suffix) {
-        let name = input.file_name().unwrap().to_string_lossy().into_owned();
-        let actual = match catch_unwind(AssertUnwindSafe(|| outcome(&input))) {
-            Ok(text) => text,
-            Err(e) => {
-                let msg =
-                    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
-                failures.push(format!("{name}: panicked: {}", msg.unwrap_or_default()));
-                continue;
-            }
-        };
-        let actual = format!("{}\n", actual.trim_end());
-        let path = expected_path(&input);
-        if update {
-            std::fs::write(&path, &actual).unwrap();
-            continue;
-        }
-        match std::fs::read_to_string(&path) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => failures.push(format!("{name}:\n--- expected\n{expected}--- actual\n{actual}")),
-            Err(_) => failures.push(format!("{name}: no {} (run with STENCIL_UPDATE_SNAPSHOTS=1)", path.display())),
-        }
-    }
-    assert!(failures.is_empty(), "{} mismatches:\n\n{}", failures.len(), failures.join("\n"));
-}
-
-/// EOS, a control token `<think>`, every printable ASCII byte, `ab` and `é`.
-fn test_vocab() -> Arc<Vocabulary> {
-    let mut tokens = vec![(b"<eos>".to_vec(), TokenKind::Control), (b"<think>".to_vec(), TokenKind::Control)];
-    tokens.extend((0x20u8..0x7f).map(|b| (vec![b], TokenKind::Normal)));
-    tokens.push((b"ab".to_vec(), TokenKind::Normal));
-    tokens.push(("é".as_bytes().to_vec(), TokenKind::Normal));
-    Arc::new(Vocabulary::new(tokens, vec![0]).unwrap())
 }
 
 // ------------------------------------------------------------------------------ catalogue
 
 #[test]
 fn bad_grammars_give_their_expected_errors() {
-    let vocab = test_vocab();
-    check_catalogue("gbnf", ".gbnf", |path| {
+    let vocab = toy::printable();
+    check_snapshots(&bad_dir("gbnf"), ".gbnf", |path| {
         let bytes = std::fs::read(path).unwrap();
         let g = match parse_gbnf_bytes(&bytes) {
             Ok(g) => g,
@@ -129,7 +73,7 @@ fn summarize(vocab: Vocabulary) -> String {
 #[test]
 fn bad_vocabularies_give_their_expected_errors() {
     // Through the library API: a JSON description of `Vocabulary::new`'s arguments.
-    check_catalogue("vocab", ".vocab.json", |path| {
+    check_snapshots(&bad_dir("vocab"), ".vocab.json", |path| {
         let spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let tokens = spec["tokens"]
             .as_array()
@@ -147,11 +91,13 @@ fn bad_vocabularies_give_their_expected_errors() {
             Err(e) => format!("error: {e}"),
         }
     });
-    check_catalogue("vocab", ".gguf", |path| match Vocabulary::from_gguf_bytes(&std::fs::read(path).unwrap()) {
-        Ok(v) => summarize(v),
-        Err(e) => format!("error: {e}"),
+    check_snapshots(&bad_dir("vocab"), ".gguf", |path| {
+        match Vocabulary::from_gguf_bytes(&std::fs::read(path).unwrap()) {
+            Ok(v) => summarize(v),
+            Err(e) => format!("error: {e}"),
+        }
     });
-    check_catalogue("vocab", ".tokenizer.json", |path| {
+    check_snapshots(&bad_dir("vocab"), ".tokenizer.json", |path| {
         match Vocabulary::from_tokenizer_json_str(&std::fs::read_to_string(path).unwrap(), None) {
             Ok(v) => summarize(v),
             Err(e) => format!("error: {e}"),
@@ -172,7 +118,7 @@ fn timed<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
 }
 
 fn compile(src: &str) -> Result<Arc<CompiledGrammar>, CompileError> {
-    CompiledGrammar::new(&parse_gbnf(src).unwrap(), test_vocab())
+    CompiledGrammar::new(&parse_gbnf(src).unwrap(), toy::printable())
 }
 
 fn limit_of(e: &CompileError) -> LimitKind {
@@ -260,7 +206,7 @@ fn long_repetitions_compile_small_and_exact() {
     for (min, max) in [(0u32, 20_000u32), (340, 20_000), (10_000, 19_999), (19_321, 19_322), (15_000, 15_000)] {
         let mut g = parse_gbnf("root ::= \"\\\"\" body \"\\\"\"\nbody ::= \"x\"\n").unwrap();
         g.rules[1].body = stencil_grammar::Expr::Regex(format!("{ch}{{{min},{max}}}").into());
-        let c = CompiledGrammar::new(&g, test_vocab()).unwrap();
+        let c = CompiledGrammar::new(&g, toy::printable()).unwrap();
         assert!(c.stats().states < 20_000, "{min},{max}: {:?}", c.stats());
         let k = (max as f64).sqrt().ceil() as u32;
         let mut counts = vec![0, 1];
@@ -307,7 +253,7 @@ fn an_ambiguous_grammar_fails_a_step_with_a_typed_error() {
 /// Every limit of [`Limits`], set low, is hit with its name in the message.
 #[test]
 fn every_engine_limit_is_hit_with_its_name() {
-    let vocab = test_vocab();
+    let vocab = toy::printable();
     let with =
         |src: &str, limits: Limits| CompiledGrammar::with_limits(&parse_gbnf(src).unwrap(), vocab.clone(), limits);
     let cases: Vec<(&str, Limits, &str)> = vec![

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use stencil_grammar::parse_gbnf;
-use stencil_mask::vocab::{fixtures, Tokenizer};
+use stencil_mask::vocab::Tokenizer;
 use stencil_mask::{bitmask, fill_masks_parallel, CompiledGrammar, Matcher, Vocabulary};
+use stencil_test_support::fixtures;
 
 const DOCS: &[&str] = &[
     r#"{"name": "Ada Lovelace", "age": 36, "tags": ["math", "poetry"]}"#,

@@ -1,14 +1,8 @@
 //! Small hand-checked cases for the engine (the oracle tests live in `oracle.rs`).
 
-use std::sync::Arc;
 use stencil_grammar::{Expr, Grammar, RuleId};
-use stencil_mask::{bitmask, CompiledGrammar, Matcher, TokenKind, Vocabulary};
-
-fn vocab(tokens: &[&str]) -> Arc<Vocabulary> {
-    let mut v = vec![(b"<eos>".to_vec(), TokenKind::Control)];
-    v.extend(tokens.iter().map(|t| (t.as_bytes().to_vec(), TokenKind::Normal)));
-    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
-}
+use stencil_mask::{bitmask, CompiledGrammar, Matcher, Vocabulary};
+use stencil_test_support::toy;
 
 fn allowed(m: &mut Matcher) -> Vec<String> {
     let vocab = m.grammar().vocab().clone();
@@ -36,7 +30,7 @@ fn arithmetic() -> Grammar {
 
 #[test]
 fn left_recursion_masks_and_accepts() {
-    let v = vocab(&["1", "2", "+", "1+", "+2", "12", "a", "+1+"]);
+    let v = toy::words(&["1", "2", "+", "1+", "+2", "12", "a", "+1+"]);
     let g = CompiledGrammar::new(&arithmetic(), v.clone()).unwrap();
     let mut m = Matcher::new(g);
     assert_eq!(allowed(&mut m), vec!["1", "2", "1+", "12"]);
@@ -76,7 +70,7 @@ fn nested_objects_force_bytes() {
         ]),
     );
     g.root = root;
-    let v = vocab(&["{", "\"", "k", "\":", "\"k\"", ":", " ", "1", "}", "}}", "1}", "{\"", ":{"]);
+    let v = toy::words(&["{", "\"", "k", "\":", "\"k\"", ":", " ", "1", "}", "}}", "1}", "{\"", ":{"]);
     let c = CompiledGrammar::new(&g, v.clone()).unwrap();
     let mut m = Matcher::new(c);
     assert_eq!(m.forced_bytes(100), b"{");
@@ -96,7 +90,7 @@ fn nested_objects_force_bytes() {
 fn rule_ids_are_checked() {
     let mut g = Grammar::new();
     g.root = g.add_rule("root", Expr::Rule(RuleId(7)));
-    assert!(CompiledGrammar::new(&g, vocab(&["a"])).is_err());
+    assert!(CompiledGrammar::new(&g, toy::words(&["a"])).is_err());
 }
 
 /// A rule other than the first whose automaton loops back to its start state
@@ -109,7 +103,7 @@ fn loops_back_to_a_later_rules_start() {
     let items = g.add_rule("items", Expr::seq([Expr::Regex("a*b".into()), Expr::optional(Expr::Rule(root))]));
     g.set_body(root, Expr::seq([Expr::literal("["), Expr::Rule(items), Expr::literal("]")]));
     g.root = root;
-    let v = vocab(&["[", "a", "b", "]", "aa", "ab"]);
+    let v = toy::words(&["[", "a", "b", "]", "aa", "ab"]);
     let mut m = Matcher::new(CompiledGrammar::new(&g, v.clone()).unwrap());
     for t in ["[", "a", "aa", "b", "[", "ab", "]", "]"] {
         m.accept_token(id(&v, t)).unwrap_or_else(|e| panic!("{t}: {e}"));

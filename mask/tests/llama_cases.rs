@@ -5,7 +5,8 @@
 use serde_json::Value;
 use std::sync::Arc;
 use stencil_grammar::{parse_gbnf_with, ParseOptions};
-use stencil_mask::{CompiledGrammar, Matcher, TokenKind, Vocabulary};
+use stencil_mask::{CompiledGrammar, Matcher, Vocabulary};
+use stencil_test_support::toy;
 
 const CASES: &str = include_str!("../../fixtures/gbnf/integration_cases.json");
 /// Ids below this are special tokens `<tN>`; byte `b` is token `BYTE_BASE + b`.
@@ -13,10 +14,7 @@ const BYTE_BASE: u32 = 64;
 const EOS: u32 = 0;
 
 fn vocab() -> Arc<Vocabulary> {
-    let mut tokens: Vec<(Vec<u8>, TokenKind)> =
-        (0..BYTE_BASE).map(|i| (format!("<t{i}>").into_bytes(), TokenKind::Control)).collect();
-    tokens.extend((0..=255u8).map(|b| (vec![b], TokenKind::Byte)));
-    Arc::new(Vocabulary::new(tokens, vec![EOS]).unwrap())
+    toy::bytes(BYTE_BASE)
 }
 
 fn pieces_to_tokens(input: &Value) -> Vec<u32> {
@@ -92,7 +90,7 @@ fn corpus_grammars_compile_with_real_vocabularies() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "gbnf") {
             let g = stencil_grammar::parse_gbnf(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            for (vocab, _) in [stencil_mask::vocab::fixtures::smollm2(), stencil_mask::vocab::fixtures::gemma3()] {
+            for (vocab, _) in [stencil_test_support::fixtures::smollm2(), stencil_test_support::fixtures::gemma3()] {
                 let c = CompiledGrammar::new(&g, vocab).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 let mut m = Matcher::new(c);
                 let mut mask = stencil_mask::bitmask::new_mask(m.grammar().vocab().mask_width());

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 use stencil_grammar::parse_gbnf;
-use stencil_mask::vocab::fixtures;
 use stencil_mask::{bitmask, fill_masks_parallel, CompiledGrammar, MatchError, Matcher, TokenKind, Vocabulary};
+use stencil_test_support::fixtures;
 
 fn compile(src: &str, vocab: &Arc<Vocabulary>) -> Arc<CompiledGrammar> {
     CompiledGrammar::new(&parse_gbnf(src).unwrap(), vocab.clone()).unwrap()

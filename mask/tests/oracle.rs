@@ -9,91 +9,9 @@ use std::sync::Arc;
 use stencil_grammar::random::{random_grammar, random_string_in, RandomGrammarConfig};
 use stencil_grammar::reference::Recognizer;
 use stencil_grammar::Grammar;
-use stencil_mask::{bitmask, CompiledGrammar, Limits, Matcher, TokenKind, Vocabulary};
-
-/// A xorshift generator from a non-zero `state`.
-fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
-    move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    }
-}
-
-/// A vocabulary of `tokens`; the first is EOS (a control token).
-fn vocab_of(tokens: Vec<Vec<u8>>) -> Arc<Vocabulary> {
-    let v = tokens
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| (b, if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
-        .collect();
-    Arc::new(Vocabulary::new(v, vec![0]).unwrap())
-}
-
-/// EOS, every single byte of `alphabet`, then up to `count` more distinct tokens, each made
-/// by `token` from a generator seeded with `seed`.
-fn random_tokens(
-    alphabet: &[u8],
-    seed: u64,
-    count: usize,
-    token: impl Fn(&mut dyn FnMut() -> u64) -> Vec<u8>,
-) -> Vec<Vec<u8>> {
-    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    tokens.extend(alphabet.iter().map(|&b| vec![b]));
-    let mut next = xorshift(seed | 1);
-    for _ in 0..count {
-        let t = token(&mut next);
-        if !tokens.contains(&t) {
-            tokens.push(t);
-        }
-    }
-    tokens
-}
-
-/// A small vocabulary over `alphabet`: EOS, every single byte, pairs and triples drawn
-/// from a seed, and multi-byte UTF-8 pieces (whole and split characters).
-fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
-    let mut tokens = random_tokens(alphabet, seed, 40, |next| {
-        let len = 2 + (next() % 3) as usize;
-        (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
-    });
-    for piece in ["é", "→", "😀", "aé"] {
-        tokens.push(piece.as_bytes().to_vec());
-    }
-    tokens.push("é".as_bytes()[..1].to_vec());
-    tokens.push("😀".as_bytes()[1..].to_vec());
-    tokens.push(vec![0xff]);
-    vocab_of(tokens)
-}
-
-/// Like [`small_vocab`], with longer tokens (up to 9 bytes): long runs of string
-/// characters are what the mask cache takes whole subtrees of the trie at once for.
-fn long_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
-    vocab_of(long_tokens(alphabet, seed))
-}
-
-fn long_tokens(alphabet: &[u8], seed: u64) -> Vec<Vec<u8>> {
-    let mut tokens = random_tokens(alphabet, seed, 150, |next| {
-        let len = 2 + (next() % 8) as usize;
-        // Mostly letters, with some structure bytes.
-        (0..len)
-            .map(|_| {
-                if next() % 4 == 0 {
-                    alphabet[(next() % alphabet.len() as u64) as usize]
-                } else {
-                    b"abc"[(next() % 3) as usize]
-                }
-            })
-            .collect()
-    });
-    for piece in ["é", "aé", r"ab\u00e9", r"\\", r"\n", "→", "a😀b", "ab\"é"] {
-        tokens.push(piece.as_bytes().to_vec());
-    }
-    // Pieces of characters: a lead byte alone, a tail alone, a bad byte.
-    tokens.extend([b"a\xc3".to_vec(), "😀".as_bytes()[1..].to_vec(), b"b\xff".to_vec()]);
-    tokens
-}
+use stencil_mask::{bitmask, CompiledGrammar, Limits, Matcher, Vocabulary};
+use stencil_test_support::rng::xorshift;
+use stencil_test_support::toy;
 
 fn brute_force_mask(r: &Recognizer, vocab: &Vocabulary, text: &[u8]) -> Vec<u32> {
     let mut allowed = Vec::new();
@@ -193,14 +111,14 @@ proptest! {
     fn mask_equals_brute_force(seed in any::<u64>(), vseed in any::<u64>(), recursion in any::<bool>(), regex in any::<bool>()) {
         let cfg = config(recursion, regex);
         let g = random_grammar(seed, &cfg);
-        check_walk(&g, small_vocab(&cfg.alphabet, vseed), seed, 12)?;
+        check_walk(&g, toy::random(&cfg.alphabet, vseed), seed, 12)?;
     }
 
     #[test]
     fn members_are_accepted_token_by_token(seed in any::<u64>()) {
         let cfg = config(true, false);
         let g = random_grammar(seed, &cfg);
-        let vocab = small_vocab(&cfg.alphabet, seed);
+        let vocab = toy::random(&cfg.alphabet, seed);
         if let Some(s) = random_string_in(&g, seed, 40) {
             let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
             // Byte by byte with the single-byte tokens (ids 1..=alphabet) or the UTF-8 pieces.
@@ -238,7 +156,7 @@ key ::= "\"" ([a-c] | "\\" [n\\])* "\""
 {rules}"#
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
-        check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
+        check_walk(&g, toy::random_long(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
     }
 }
 
@@ -270,7 +188,7 @@ word ::= {free}{{0,{n}}} | {free}{{0,{n}}} "b" word | "[" value "]" "c"
 "#
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
-        check_walk(&g, long_vocab(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
+        check_walk(&g, toy::random_long(br#"abc"[]{}:,\n"#, seed), seed, 16)?;
     }
 }
 
@@ -302,13 +220,13 @@ value ::= "\"" {body} "\"" | "{{" "\"a\"" ":" value "}}"
 "#
         );
         let g = stencil_grammar::parse_gbnf(&src).unwrap();
-        let mut tokens = long_tokens(br#"abc"[]{}:,\n~ "#, seed);
+        let mut tokens = toy::random_long_tokens(br#"abc"[]{}:,\n~ "#, seed);
         for n in [15, 16, 17, 18, 19, 20, 21, 22, 24, 26] {
             let word = "ab".repeat(n).into_bytes()[..n].to_vec();
             tokens.extend([word.clone(), [&word[..], b"\""].concat(), [&word[..], b"~"].concat(), [&word[..], b"\",\""].concat()]);
         }
         tokens.dedup();
-        check_walk(&g, vocab_of(tokens), seed, 24)?;
+        check_walk(&g, toy::from_tokens(tokens), seed, 24)?;
     }
 }
 
@@ -322,7 +240,7 @@ fn long_counts_take_long_tokens_exactly() {
     }
     words.push("é".repeat(26).into_bytes());
     words.push("aé".repeat(13).into_bytes());
-    let vocab = vocab_of(words);
+    let vocab = toy::from_tokens(words);
     for max in [20, 23, 24, 25, 28, 35] {
         for tail in ["", r#" "b" [^"\\]{0,2}"#, r#" [a-c]*"#] {
             let src = format!(r#"root ::= "\"" [^"\\]{{0,{max}}}{tail} "\"""#);
@@ -337,7 +255,7 @@ fn long_counts_take_long_tokens_exactly() {
 #[test]
 fn counted_string_ends_exactly() {
     let words = ["<eos>", "\"", "a", "aa", "aaa", "aaaa", "é", "éa", "aé", "aéa", "a\"", "aa\""];
-    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let vocab = toy::from_tokens(words.iter().map(|w| w.as_bytes().to_vec()).collect());
     for class in ["[a-c]", r#"[^"\\]"#] {
         for max in 1..6 {
             let g = stencil_grammar::parse_gbnf(&format!(r#"root ::= "\"" {class}{{0,{max}}} "\"""#)).unwrap();
@@ -356,7 +274,7 @@ fn plain_text_after_some_first_characters() {
         "<eos>", "\"", "a", "ab", "ab\"", "x", "xa", "x中", "xy", "é", "éa", "é\"", "中", "中a", "a中", "aé中b", "\\n",
         "a\\n",
     ];
-    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let vocab = toy::from_tokens(words.iter().map(|w| w.as_bytes().to_vec()).collect());
     let grammars = [
         r#"root ::= "\"" ([a-b] | [\u0080-\u00FF]) [^"\\]* "\"""#,
         r#"root ::= "\"" ("x" [a-c]* | [^"\\x] [^"\\]*) "\"""#,
@@ -380,7 +298,7 @@ fn keys_that_leave_a_trie_for_a_shared_rule() {
         "1", ",", ",\"", "é", "éx", "é\"", "\"é", "中", "中z", "a中", "\\n", "\\u00e9", "a\"", "ab\"", "x\"", "x\":",
         "\"}", "1}", "1,\"", "\\",
     ];
-    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let vocab = toy::from_tokens(words.iter().map(|w| w.as_bytes().to_vec()).collect());
     // Any character of a JSON string; and narrower rests, which plain text can leave.
     let any = r#"[ -!#-\[\]-~] | [\u0080-\U0010FFFF] | "\\" ["\\nt] | "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f]"#;
     let narrow = r#"[a-c] | [\u0080-\U0010FFFF] | "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f]"#;
@@ -418,7 +336,7 @@ fn tail_calls_built_into_their_callers() {
         "<eos>", "{", "}", "{}", "\"", "\"a", "\"a\":", "\":", "1", "1,", ",", ",\"", "b", "b\":", "[", "]", "[1",
         "1]", "a", "c", "d", "e", "ab", "cd", "x", "y", "z", "xy", "<", "<a", "bc", "\"b", "1}", "]}",
     ];
-    let vocab = vocab_of(words.iter().map(|w| w.as_bytes().to_vec()).collect());
+    let vocab = toy::from_tokens(words.iter().map(|w| w.as_bytes().to_vec()).collect());
     let pad = "() () () () () () () ()";
     let g = stencil_grammar::parse_gbnf(&format!(
         r#"
@@ -500,7 +418,7 @@ fn regression_seeds() {
     for seed in [11413714867090262023u64, 6421353701260938978, 1789990706376616646] {
         let cfg = config(false, true);
         let g = random_grammar(seed, &cfg);
-        if let Err(e) = check_walk(&g, small_vocab(&cfg.alphabet, 0), seed, 12) {
+        if let Err(e) = check_walk(&g, toy::random(&cfg.alphabet, 0), seed, 12) {
             panic!("seed {seed}: {e}");
         }
     }
@@ -513,7 +431,7 @@ fn ambiguous_walk_within_default_limits() {
     let (seed, vseed) = (13100142399777579312u64, 1463332718880969676u64);
     let cfg = config(true, true);
     let g = random_grammar(seed, &cfg);
-    if let Err(e) = walk_with_limits(&g, small_vocab(&cfg.alphabet, vseed), seed, 12, Limits::default()) {
+    if let Err(e) = walk_with_limits(&g, toy::random(&cfg.alphabet, vseed), seed, 12, Limits::default()) {
         panic!("{e}");
     }
 }
@@ -522,7 +440,7 @@ fn ambiguous_walk_within_default_limits() {
 fn forks_are_independent() {
     let cfg = config(true, false);
     let g = random_grammar(7, &cfg);
-    let vocab = small_vocab(&cfg.alphabet, 7);
+    let vocab = toy::random(&cfg.alphabet, 7);
     let mut a = Matcher::new(CompiledGrammar::new(&g, vocab).unwrap());
     let before = engine_mask(&mut a);
     let mut b = a.fork();
@@ -545,7 +463,8 @@ fn merged_byte_classes_keep_non_ascii_exclusions() {
     let root = g.add_rule("root", Expr::Alt(vec![Expr::Rule(text), Expr::Regex("b".into())]));
     g.root = root;
     assert_eq!(text, RuleId(0));
-    let vocab = vocab_of(["<eos>", "a", "b", "é", "aé", "x", "→"].iter().map(|t| t.as_bytes().to_vec()).collect());
+    let vocab =
+        toy::from_tokens(["<eos>", "a", "b", "é", "aé", "x", "→"].iter().map(|t| t.as_bytes().to_vec()).collect());
     let r = Recognizer::new(&g).unwrap();
     let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
     m.accept_token(1).unwrap();

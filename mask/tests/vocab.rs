@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use stencil_mask::vocab::fixtures;
 use stencil_mask::vocab::gguf::{self, GgufError, GgufType, GgufValue};
 use stencil_mask::vocab::{Tokenizer, TokenizerError};
 use stencil_mask::{TokenKind, Vocabulary};
+use stencil_test_support::fixtures;
 
 fn kind_counts(vocab: &Vocabulary) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();

@@ -2,10 +2,6 @@
 //! loudly with that instruction). llama.cpp runs on one thread: its threads spin-wait for
 //! each other, which collapses on a busy machine.
 
-mod common;
-
-use common::{gemma3, smollm2};
-
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -15,14 +11,11 @@ use stencil_runtime::{
     BeamParams, ChatMessage, GenerateRequest, Generation, Model, Prompt, Session, SessionOptions, StopReason,
 };
 use stencil_schema::{compile_schema, SchemaOptions};
+use stencil_test_support::fixtures::read as fixture;
+use stencil_test_support::models::{gemma3, smollm2};
 
 fn session(model: &Model) -> Session<'_> {
-    model.session(&SessionOptions { n_ctx: 2048, n_threads: 1, ..Default::default() }).unwrap()
-}
-
-fn fixture(rel: &str) -> String {
-    let path = format!("{}/../fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    stencil_test_support::models::session(model, 2048)
 }
 
 fn chat(text: &str) -> Prompt {

@@ -4,17 +4,15 @@
 //! re-tokenized; under a JSON Schema the output still validates, and the record counts the
 //! steps that had a single allowed token.
 
-mod common;
-
-use common::smollm2;
-
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, SMOLLM2_MODEL_FILE};
 use stencil_mask::vocab::Tokenizer;
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::{Greenlist, SamplingParams, WatermarkKey, WatermarkParams};
 use stencil_runtime::{ChatMessage, GenerateRequest, Generation, Prompt, SessionOptions};
 use stencil_schema::{compile_schema, SchemaOptions};
+use stencil_test_support::fixtures::read as fixture;
+use stencil_test_support::fixtures::{model_path, SMOLLM2_MODEL_FILE};
+use stencil_test_support::models::smollm2;
 
 const KEY: &str = "runtime-test-key-4f1c";
 
@@ -26,11 +24,6 @@ fn generate(request: &GenerateRequest) -> Generation {
     let model = smollm2();
     let mut session = model.session(&SessionOptions { n_ctx: 1024, n_threads: 1, ..Default::default() }).unwrap();
     session.generate(request, |_| {}).unwrap()
-}
-
-fn fixture(rel: &str) -> String {
-    let path = format!("{}/../fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[test]

@@ -1,28 +1,22 @@
 //! The catalogue of bad schemas (`fixtures/bad/schema/`, see `fixtures/bad/README.md`):
 //! each gives its expected outcome — the snapshot `NAME.json.expected` next to it, compared
-//! exactly (`STENCIL_UPDATE_SNAPSHOTS=1` rewrites them) — and none panics. Then hostile
+//! exactly (`STENCIL_UPDATE=1` rewrites them) — and none panics. Then hostile
 //! schemas too big to commit, generated here (huge enums, `maxLength: 100000`, deep `$ref`
 //! chains, 500-tool tool sets, 4 MB schemas): each works fast or fails fast with a typed
 //! error naming the limit and the JSON pointer; and every limit of [`SchemaLimits`] is hit.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use stencil_mask::{bitmask, CompiledGrammar, Matcher, TokenKind, Vocabulary};
+use stencil_mask::{bitmask, CompiledGrammar, Matcher, Vocabulary};
 use stencil_schema::{compile_schema, Mode, SchemaError, SchemaLimits, SchemaOptions};
+use stencil_test_support::snapshot::check_snapshots;
+use stencil_test_support::toy;
 
 fn bad_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bad/schema")
-}
-
-/// EOS, every printable ASCII byte, tab and newline.
-fn json_vocab() -> Arc<Vocabulary> {
-    let mut tokens = vec![(b"<eos>".to_vec(), TokenKind::Control)];
-    tokens.extend((0x20u8..0x7f).chain([b'\t', b'\n']).map(|b| (vec![b], TokenKind::Normal)));
-    Arc::new(Vocabulary::new(tokens, vec![0]).unwrap())
 }
 
 /// Parse, compile (strict, then lenient when strict refuses), then the engine.
@@ -58,38 +52,9 @@ fn outcome(bytes: &[u8], vocab: &Arc<Vocabulary>) -> String {
 
 #[test]
 fn bad_schemas_give_their_expected_outcomes() {
-    let update = std::env::var_os("STENCIL_UPDATE_SNAPSHOTS").is_some();
-    let vocab = json_vocab();
-    let mut inputs: Vec<PathBuf> = std::fs::read_dir(bad_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    inputs.sort();
-    assert!(inputs.len() >= 20, "{inputs:?}");
-    let mut failures = Vec::new();
-    for input in inputs {
-        let name = input.file_name().unwrap().to_string_lossy().into_owned();
-        let bytes = std::fs::read(&input).unwrap();
-        let actual = match catch_unwind(AssertUnwindSafe(|| outcome(&bytes, &vocab))) {
-            Ok(text) => format!("{}\n", text.trim_end()),
-            Err(_) => {
-                failures.push(format!("{name}: panicked"));
-                continue;
-            }
-        };
-        let path = input.with_file_name(format!("{name}.expected"));
-        if update {
-            std::fs::write(&path, &actual).unwrap();
-            continue;
-        }
-        match std::fs::read_to_string(&path) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => failures.push(format!("{name}:\n--- expected\n{expected}--- actual\n{actual}")),
-            Err(_) => failures.push(format!("{name}: no {} (run with STENCIL_UPDATE_SNAPSHOTS=1)", path.display())),
-        }
-    }
-    assert!(failures.is_empty(), "{} mismatches:\n\n{}", failures.len(), failures.join("\n"));
+    let vocab = toy::json_bytes();
+    let checked = check_snapshots(&bad_dir(), ".json", |input| outcome(&std::fs::read(input).unwrap(), &vocab));
+    assert!(checked >= 20, "{checked} bad schemas");
 }
 
 // ------------------------------------------------------------------- generated, hostile
@@ -106,7 +71,7 @@ fn timed<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
 
 /// Compiles the schema and the grammar, and takes a first mask.
 fn works(what: &str, schema: &Value, limit: Duration) {
-    let vocab = json_vocab();
+    let vocab = toy::json_bytes();
     timed(what, limit, || {
         let compiled = compile_schema(schema, &SchemaOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
         let engine = CompiledGrammar::new(&compiled.grammar, vocab.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -119,7 +84,10 @@ fn works(what: &str, schema: &Value, limit: Duration) {
 
 fn too_large(schema: &Value, options: &SchemaOptions) -> (String, String) {
     match timed("a schema over a limit", Duration::from_secs(5), || compile_schema(schema, options)) {
-        Err(SchemaError::TooLarge { pointer, reason }) => (pointer, reason),
+        Err(SchemaError::TooLarge { limit, pointer, reason, .. }) => {
+            assert!(reason.contains(&format!("limit {limit})")), "{reason} names {limit}");
+            (pointer, reason)
+        }
         other => panic!("expected TooLarge, got {other:?}"),
     }
 }
@@ -144,15 +112,16 @@ fn max_length_100000_fails_fast_in_strict_mode_and_is_left_to_validation_in_leni
         compiled.warnings[0].to_string(),
         "`maxLength` at #/properties/body is not enforced: counts above 10000 (limit max_repetition)"
     );
-    let engine =
-        timed("lenient maxLength", Duration::from_secs(10), || CompiledGrammar::new(&compiled.grammar, json_vocab()));
+    let engine = timed("lenient maxLength", Duration::from_secs(10), || {
+        CompiledGrammar::new(&compiled.grammar, toy::json_bytes())
+    });
     assert!(engine.is_ok());
     // Within the limit, the engine either compiles it or fails fast with its own limit.
     for n in [1_000, 10_000] {
         let schema = json!({"type": "string", "maxLength": n});
         let compiled = compile_schema(&schema, &SchemaOptions::default()).unwrap();
         let r = timed("maxLength within the limit", Duration::from_secs(20), || {
-            CompiledGrammar::new(&compiled.grammar, json_vocab())
+            CompiledGrammar::new(&compiled.grammar, toy::json_bytes())
         });
         if let Err(e) = r {
             assert!(matches!(e, stencil_mask::CompileError::LimitExceeded { .. }), "{e}");
@@ -224,7 +193,7 @@ fn a_four_megabyte_schema_works_or_fails_fast() {
     assert!(serde_json::to_string(&schema).unwrap().len() > 4_000_000);
     timed("a 4 MB schema", Duration::from_secs(60), || {
         let compiled = compile_schema(&schema, &SchemaOptions::default()).unwrap();
-        if let Err(e) = CompiledGrammar::new(&compiled.grammar, json_vocab()) {
+        if let Err(e) = CompiledGrammar::new(&compiled.grammar, toy::json_bytes()) {
             assert!(matches!(e, stencil_mask::CompileError::LimitExceeded { .. }), "{e}");
         }
     });

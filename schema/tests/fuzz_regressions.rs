@@ -1,9 +1,9 @@
 //! Replays every minimized fuzz crash in `fixtures/fuzz-regressions/<target>/` through the
-//! same checks the fuzz targets run (`fuzz/src/checks.rs`, included here so that the normal
-//! test suite needs neither libFuzzer nor the fuzz crate). See `FUZZING.md`.
+//! same checks the fuzz targets run (`stencil_test_support::checks`, which the fuzz crate
+//! re-exports, so that the normal test suite needs neither libFuzzer nor the fuzz crate).
+//! See `FUZZING.md`.
 
-#[path = "../../fuzz/src/checks.rs"]
-mod checks;
+use stencil_test_support::checks;
 
 use std::path::Path;
 

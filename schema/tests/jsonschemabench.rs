@@ -8,8 +8,6 @@
 //! `$CARGO_TARGET_TMPDIR/jsonschemabench-summary.md`. Asserts: no panics, and no invalid
 //! instance accepted by the mask of a schema compiled without warnings (soundness).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,6 +18,7 @@ use stencil_mask::{CompiledGrammar, Limits};
 
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(20);
 use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
+use stencil_test_support::{corpus, fixtures};
 
 #[derive(Default, Debug, Clone)]
 struct Row {
@@ -46,8 +45,8 @@ fn jsonschemabench() {
         Ok(s) => s.parse().ok().filter(|&n| n > 0).expect("STENCIL_CONFORMANCE_STEP: a whole number >= 1"),
         Err(_) => 1,
     };
-    let root = common::jsonschemabench_dir();
-    let (vocab, tok) = common::smollm2();
+    let root = corpus::jsonschemabench_dir();
+    let (vocab, tok) = fixtures::smollm2();
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut unsound = Vec::new();
     let mut subsets: Vec<_> =
@@ -57,7 +56,7 @@ fn jsonschemabench() {
     for sub in subsets {
         let name = sub.file_name().unwrap().to_string_lossy().to_string();
         let row = rows.entry(name.clone()).or_default();
-        let files = common::json_files(&sub);
+        let files = corpus::json_files(&sub);
         for (i, rel) in files.iter().enumerate() {
             if i % step != 0 {
                 continue;
@@ -86,7 +85,7 @@ fn jsonschemabench() {
                 continue;
             };
             row.lenient_ok += 1;
-            if std::env::var_os("STENCIL_TRACE").is_some() {
+            if std::env::var_os("STENCIL_VERBOSE").is_some() {
                 eprintln!("engine compile {name}/{} ({} rules)", rel.display(), lenient.grammar.rules.len());
             }
             // The engine's compile, with tighter limits than the defaults and a wall-clock
@@ -123,7 +122,7 @@ fn jsonschemabench() {
                 let data = &test["data"];
                 let valid = test["valid"].as_bool().unwrap_or(true);
                 let text = serde_json::to_string(data).unwrap();
-                let accepted = common::mask_accepts(&engine, &tok, &text);
+                let accepted = corpus::mask_accepts(&engine, &tok, &text);
                 if valid {
                     row.valid += 1;
                     if accepted {

@@ -2,11 +2,10 @@
 //! alternation of the patterns: checked by brute force over short strings (mask against
 //! the `jsonschema` crate) and by the automaton's size, which is what the merge is for.
 
-mod common;
-
 use serde_json::{json, Value};
 use stencil_mask::{CompiledGrammar, Limits};
 use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
+use stencil_test_support::{corpus, fixtures};
 
 /// Every string over `alphabet` of at most `max_len` characters, as a JSON string: the
 /// mask accepts it iff `jsonschema` says valid. The automaton is built under
@@ -15,7 +14,7 @@ use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
 fn brute_force(schema: &Value, alphabet: &[char], max_len: usize, max_states: usize) -> usize {
     let compiled =
         compile_schema(schema, &SchemaOptions::compact().lenient()).unwrap_or_else(|e| panic!("{schema}: {e}"));
-    let (vocab, tok) = common::smollm2();
+    let (vocab, tok) = fixtures::smollm2();
     let limits = Limits { max_automaton_states: max_states, ..Limits::default() };
     let g = CompiledGrammar::with_limits(&compiled.grammar, vocab, limits).unwrap_or_else(|e| panic!("{schema}: {e}"));
     let mut strings = vec![String::new()];
@@ -27,7 +26,7 @@ fn brute_force(schema: &Value, alphabet: &[char], max_len: usize, max_states: us
     let mut accepted = 0;
     for s in &strings {
         let valid = validate(schema, &Value::String(s.clone()), &Registry::new()).is_ok();
-        let got = common::mask_accepts(&g, &tok, &Value::String(s.clone()).to_string());
+        let got = corpus::mask_accepts(&g, &tok, &Value::String(s.clone()).to_string());
         assert_eq!(got, valid, "{s:?} against {schema}");
         accepted += got as usize;
     }

@@ -2,13 +2,14 @@
 //! force: every sequence of keys up to a length, written by hand (duplicates included,
 //! which serde_json maps cannot hold), through the mask, against the `jsonschema` crate.
 
-mod common;
-
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 use stencil_mask::CompiledGrammar;
-use stencil_schema::{compile_schema, validate, PropertyOrder, Registry, SchemaError, SchemaLimits, SchemaOptions};
+use stencil_schema::{
+    compile_schema, validate, PropertyOrder, Registry, SchemaError, SchemaLimit, SchemaLimits, SchemaOptions,
+};
+use stencil_test_support::{corpus, fixtures};
 
 fn any_order(options: SchemaOptions) -> SchemaOptions {
     SchemaOptions { property_order: PropertyOrder::Any, ..options }
@@ -17,7 +18,7 @@ fn any_order(options: SchemaOptions) -> SchemaOptions {
 fn engine(schema: &Value, options: &SchemaOptions) -> Arc<CompiledGrammar> {
     let c = compile_schema(schema, options).unwrap_or_else(|e| panic!("{schema}: {e}"));
     assert!(c.warnings.is_empty(), "{schema}: {:?}", c.warnings);
-    let (vocab, _) = common::smollm2();
+    let (vocab, _) = fixtures::smollm2();
     CompiledGrammar::new(&c.grammar, vocab).unwrap()
 }
 
@@ -28,7 +29,7 @@ fn engine(schema: &Value, options: &SchemaOptions) -> Arc<CompiledGrammar> {
 /// ⇒ valid" is checked. Returns (sequences, accepted).
 fn brute_force(schema: Value, keys: &[(&str, &str)], max_len: usize) -> (usize, usize) {
     let g = engine(&schema, &any_order(SchemaOptions::compact()));
-    let (_, tok) = common::smollm2();
+    let (_, tok) = fixtures::smollm2();
     let mut seqs: Vec<Vec<usize>> = vec![vec![]];
     let mut frontier: Vec<Vec<usize>> = vec![vec![]];
     for _ in 0..max_len {
@@ -55,7 +56,7 @@ fn brute_force(schema: Value, keys: &[(&str, &str)], max_len: usize) -> (usize, 
             let v: Value = serde_json::from_str(&text).unwrap();
             validate(&schema, &v, &Registry::new()).is_ok()
         };
-        let got = common::mask_accepts(&g, &tok, &text);
+        let got = corpus::mask_accepts(&g, &tok, &text);
         if extra_repeated && !declared_repeated {
             assert!(!got || valid, "{text} against {schema}");
         } else {
@@ -144,13 +145,13 @@ fn any_order_pretty() {
         "additionalProperties": false
     });
     let g = engine(&schema, &any_order(SchemaOptions::pretty()));
-    let (_, tok) = common::smollm2();
+    let (_, tok) = fixtures::smollm2();
     for text in ["{\n  \"b\": {\n    \"d\": 1,\n    \"c\": 2\n  },\n  \"a\": 1\n}", "{\n  \"a\": 1,\n  \"b\": {}\n}"] {
-        assert!(common::mask_accepts(&g, &tok, text), "{text}");
+        assert!(corpus::mask_accepts(&g, &tok, text), "{text}");
     }
-    assert!(!common::mask_accepts(&g, &tok, "{\n  \"b\": {},\n  \"a\": 1,\n  \"a\": 1\n}"));
+    assert!(!corpus::mask_accepts(&g, &tok, "{\n  \"b\": {},\n  \"a\": 1,\n  \"a\": 1\n}"));
     let g = engine(&schema, &any_order(SchemaOptions::default()));
-    assert!(common::mask_accepts(&g, &tok, "{ \"b\" : { \"d\": 1 , \"c\": 2 },\n\"a\":1 }"));
+    assert!(corpus::mask_accepts(&g, &tok, "{ \"b\" : { \"d\": 1 , \"c\": 2 },\n\"a\":1 }"));
 }
 
 fn wide(n: usize) -> Value {
@@ -164,7 +165,8 @@ fn any_order_limit_strict_error() {
     assert_eq!(default, 8);
     assert!(compile_schema(&wide(default), &any_order(SchemaOptions::compact())).is_ok());
     match compile_schema(&wide(default + 1), &any_order(SchemaOptions::compact())) {
-        Err(SchemaError::TooLarge { pointer, reason }) => {
+        Err(SchemaError::TooLarge { limit, value, pointer, reason }) => {
+            assert_eq!((limit, value), (SchemaLimit::AnyOrderProperties, 8));
             assert_eq!(pointer, "/properties/inner");
             assert!(reason.contains("max_any_order_properties"), "{reason}");
         }
@@ -179,7 +181,8 @@ fn any_order_limit_strict_error() {
     // Counting many extras.
     let counted = json!({"type": "object", "properties": {"a": {}}, "maxProperties": 100});
     match compile_schema(&counted, &any_order(SchemaOptions::compact())) {
-        Err(SchemaError::TooLarge { pointer, reason }) => {
+        Err(SchemaError::TooLarge { limit, pointer, reason, .. }) => {
+            assert_eq!(limit, SchemaLimit::AnyOrderProperties);
             assert_eq!(pointer, "");
             assert!(reason.contains("maxProperties"), "{reason}");
         }
@@ -198,11 +201,11 @@ fn any_order_limit_lenient_warning() {
     assert_eq!(w.pointer, "/properties/inner");
     assert!(w.reason.contains("max_any_order_properties") && w.reason.contains("schema order"), "{w}");
     // Schema order is still enforced (narrower, never wider).
-    let (vocab, tok) = common::smollm2();
+    let (vocab, tok) = fixtures::smollm2();
     let g = CompiledGrammar::new(&c.grammar, vocab).unwrap();
-    assert!(common::mask_accepts(&g, &tok, r#"{"inner":{"p0":1,"p1":2}}"#));
-    assert!(!common::mask_accepts(&g, &tok, r#"{"inner":{"p1":2,"p0":1}}"#));
-    assert!(!common::mask_accepts(&g, &tok, r#"{"inner":{"p0":1,"p0":1}}"#));
+    assert!(corpus::mask_accepts(&g, &tok, r#"{"inner":{"p0":1,"p1":2}}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, r#"{"inner":{"p1":2,"p0":1}}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, r#"{"inner":{"p0":1,"p0":1}}"#));
 }
 
 /// JSON-Schema-Test-Suite oneOf.json#8: branches that differ by `required` are exclusive.
@@ -216,13 +219,13 @@ fn one_of_required_branches_are_exclusive() {
         json!({"oneOf": [{"required": ["a"]}, {"required": ["b"], "description": "b"}, {"required": ["a", "c"]}]});
     brute_force(schema.clone(), &[("a", "1"), ("b", "2"), ("c", "3"), ("x", "4")], 4);
     let g = engine(&schema, &SchemaOptions::compact());
-    let (_, tok) = common::smollm2();
+    let (_, tok) = fixtures::smollm2();
     for text in ["1", "null", "[]", "\"a\""] {
-        assert!(!common::mask_accepts(&g, &tok, text), "{text}");
+        assert!(!corpus::mask_accepts(&g, &tok, text), "{text}");
     }
     // Schema order: the same exclusivity.
-    assert!(common::mask_accepts(&g, &tok, r#"{"b":2,"x":4}"#));
-    assert!(!common::mask_accepts(&g, &tok, r#"{"a":1,"b":2}"#));
+    assert!(corpus::mask_accepts(&g, &tok, r#"{"b":2,"x":4}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, r#"{"a":1,"b":2}"#));
     // A branch that another contains: never valid together.
     brute_force(
         json!({"oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]}),
@@ -240,13 +243,13 @@ fn not_required() {
         4,
     );
     let g = engine(&json!({"not": {"required": ["a"]}}), &SchemaOptions::compact());
-    let (_, tok) = common::smollm2();
-    assert!(common::mask_accepts(&g, &tok, r#"{"b":1}"#));
-    assert!(!common::mask_accepts(&g, &tok, r#"{"a":1}"#));
-    assert!(!common::mask_accepts(&g, &tok, "1"));
+    let (_, tok) = fixtures::smollm2();
+    assert!(corpus::mask_accepts(&g, &tok, r#"{"b":1}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, r#"{"a":1}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, "1"));
     // An enum filtered by the negation.
     let g = engine(&json!({"enum": [{"a": 1}, {"b": 1}, 3], "not": {"required": ["a"]}}), &SchemaOptions::compact());
-    assert!(common::mask_accepts(&g, &tok, r#"{"b":1}"#));
-    assert!(!common::mask_accepts(&g, &tok, r#"{"a":1}"#));
-    assert!(!common::mask_accepts(&g, &tok, "3"));
+    assert!(corpus::mask_accepts(&g, &tok, r#"{"b":1}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, r#"{"a":1}"#));
+    assert!(!corpus::mask_accepts(&g, &tok, "3"));
 }

@@ -3,11 +3,9 @@
 //!
 //! Every check's result is compared with `tests/expected/<draft>.txt`: a check that passed
 //! there and fails now is a regression (test failure); new passes print a note. Set
-//! `STENCIL_UPDATE_EXPECTED=1` to rewrite the file. An invalid instance accepted by the mask
+//! `STENCIL_UPDATE=1` to rewrite the file. An invalid instance accepted by the mask
 //! whose schema compiled without a warning is a soundness bug: those fail the test unless
 //! recorded in the expected file as `unsound`.
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,6 +14,8 @@ use std::path::Path;
 use serde_json::Value;
 use stencil_mask::CompiledGrammar;
 use stencil_schema::{compile_schema, validate, Draft, SchemaOptions};
+use stencil_test_support::snapshot::update_requested;
+use stencil_test_support::{corpus, fixtures};
 
 #[derive(Default, Debug)]
 struct Totals {
@@ -39,14 +39,14 @@ struct Totals {
 }
 
 fn run(draft_dir: &str, draft: Draft) {
-    let suite = common::suite_dir();
-    let registry = common::suite_registry(&suite);
-    let (vocab, tok) = common::smollm2();
+    let suite = corpus::suite_dir();
+    let registry = corpus::suite_registry(&suite);
+    let (vocab, tok) = fixtures::smollm2();
     let dir = suite.join("tests").join(draft_dir);
     let mut results: BTreeMap<String, String> = BTreeMap::new();
     let mut t = Totals::default();
     let mut unsound: Vec<String> = Vec::new();
-    for rel in common::json_files(&dir) {
+    for rel in corpus::json_files(&dir) {
         let rel_s = rel.to_string_lossy().replace('\\', "/");
         let cases: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(dir.join(&rel)).unwrap()).unwrap();
         for (ci, case) in cases.iter().enumerate() {
@@ -61,7 +61,11 @@ fn run(draft_dir: &str, draft: Draft) {
                 Err(_) => {
                     t.panics += 1;
                     eprintln!("PANIC compiling {rel_s}#{ci}");
-                    Err(stencil_schema::SchemaError::TooLarge { pointer: String::new(), reason: "panic".into() })
+                    Err(stencil_schema::SchemaError::UnsupportedKeyword {
+                        keyword: String::new(),
+                        pointer: String::new(),
+                        reason: "panic".into(),
+                    })
                 }
             };
             // A schema that admits no value: every instance is rejected (the engine has no
@@ -100,7 +104,7 @@ fn run(draft_dir: &str, draft: Draft) {
                 let valid = test["valid"].as_bool().unwrap();
                 let data = &test["data"];
                 let text = serde_json::to_string(data).unwrap();
-                let accepted = grammar.as_ref().is_some_and(|g| common::mask_accepts(g, &tok, &text));
+                let accepted = grammar.as_ref().is_some_and(|g| corpus::mask_accepts(g, &tok, &text));
                 t.checks += 1;
                 let pass = accepted == valid && (grammar.is_some() || unsatisfiable);
                 let mut status = if pass { "pass" } else { "fail" };
@@ -112,7 +116,7 @@ fn run(draft_dir: &str, draft: Draft) {
                     if let Some(pg) = &pretty_grammar {
                         t.pretty_checked += 1;
                         let pretty = serde_json::to_string_pretty(data).unwrap();
-                        if common::mask_accepts(pg, &tok, &pretty) {
+                        if corpus::mask_accepts(pg, &tok, &pretty) {
                             t.pretty_accepted += 1;
                         } else if std::env::var_os("STENCIL_VERBOSE").is_some() {
                             eprintln!("pretty rejected: {rel_s}#{ci}/{ti}: {pretty}");
@@ -156,13 +160,13 @@ fn report(draft_dir: &str, results: &BTreeMap<String, String>, t: &Totals, unsou
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/expected/{draft_dir}.txt"));
     let text: String = results.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
-    if std::env::var_os("STENCIL_UPDATE_EXPECTED").is_some() {
+    if update_requested() {
         std::fs::write(&path, &text).unwrap();
         println!("wrote {}", path.display());
         return;
     }
     let old = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing: run with STENCIL_UPDATE_EXPECTED=1", path.display()));
+        .unwrap_or_else(|_| panic!("{} is missing: run with STENCIL_UPDATE=1", path.display()));
     let old: BTreeMap<&str, &str> = old.lines().filter_map(|l| l.rsplit_once(": ")).collect();
     let mut regressions = Vec::new();
     let mut improvements = 0;
@@ -176,7 +180,7 @@ fn report(draft_dir: &str, results: &BTreeMap<String, String>, t: &Totals, unsou
         }
     }
     if improvements > 0 {
-        println!("NOTE: {improvements} checks improved: update the file with STENCIL_UPDATE_EXPECTED=1");
+        println!("NOTE: {improvements} checks improved: update the file with STENCIL_UPDATE=1");
     }
     assert_eq!(t.panics, 0, "panics while compiling");
     assert!(regressions.is_empty(), "{} regressions:\n{}", regressions.len(), regressions.join("\n"));

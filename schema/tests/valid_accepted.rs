@@ -1,17 +1,16 @@
 //! Valid instances that compiles used to refuse (minimal forms of JSONSchemaBench cases),
 //! and `pattern` anchors checked against the `jsonschema` crate by brute force.
 
-mod common;
-
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 use stencil_mask::CompiledGrammar;
 use stencil_schema::{compile_schema, validate, Registry, SchemaError, SchemaOptions};
+use stencil_test_support::{corpus, fixtures};
 
 fn engine(schema: &Value) -> (Arc<CompiledGrammar>, Vec<String>) {
     let c = compile_schema(schema, &SchemaOptions::compact().lenient()).unwrap();
-    let (vocab, _) = common::smollm2();
+    let (vocab, _) = fixtures::smollm2();
     let g = CompiledGrammar::new(&c.grammar, vocab).unwrap();
     (g, c.warnings.iter().map(|w| w.to_string()).collect())
 }
@@ -20,14 +19,14 @@ fn engine(schema: &Value) -> (Arc<CompiledGrammar>, Vec<String>) {
 /// `jsonschema` crate.
 fn check(schema: Value, cases: &[(&str, bool)]) {
     let (g, _) = engine(&schema);
-    let (_, tok) = common::smollm2();
+    let (_, tok) = fixtures::smollm2();
     for &(text, valid) in cases {
         let v: Value = serde_json::from_str(text).unwrap();
         // Duplicate keys are invisible to serde_json: only check texts without them.
         if serde_json::to_string(&v).unwrap().len() == text.len() {
             assert_eq!(validate(&schema, &v, &Registry::new()).is_ok(), valid, "{text} against {schema}");
         }
-        assert_eq!(common::mask_accepts(&g, &tok, text), valid, "{text} against {schema}");
+        assert_eq!(corpus::mask_accepts(&g, &tok, text), valid, "{text} against {schema}");
     }
 }
 
@@ -134,9 +133,9 @@ fn whole_numbers_with_a_zero_fraction() {
     // Draft 4: a float is not an integer even without a fractional part.
     let d4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"});
     let (g, _) = engine(&d4);
-    let (_, tok) = common::smollm2();
-    assert!(common::mask_accepts(&g, &tok, "1"));
-    assert!(!common::mask_accepts(&g, &tok, "1.0"));
+    let (_, tok) = fixtures::smollm2();
+    assert!(corpus::mask_accepts(&g, &tok, "1"));
+    assert!(!corpus::mask_accepts(&g, &tok, "1.0"));
 }
 
 /// Extra properties the grammar does not generate are said, never silently left out
@@ -179,7 +178,7 @@ fn strings(alphabet: &[char], n: usize) -> Vec<String> {
 /// and of leading/trailing groups; the grammar's language against the `jsonschema` crate.
 #[test]
 fn anchored_alternatives_brute_force() {
-    let (vocab, tok) = common::smollm2();
+    let (vocab, tok) = fixtures::smollm2();
     let patterns = [
         r"^$|^\d{1,2}(?:\.\d)?$",
         r"^$|^[a-z][a-z0-9A-Z]*$",
@@ -203,7 +202,7 @@ fn anchored_alternatives_brute_force() {
         for s in &all {
             let v = Value::String(s.clone());
             let want = validate(&schema, &v, &Registry::new()).is_ok();
-            let got = common::mask_accepts(&g, &tok, &serde_json::to_string(&v).unwrap());
+            let got = corpus::mask_accepts(&g, &tok, &serde_json::to_string(&v).unwrap());
             assert_eq!(got, want, "pattern {p:?} on {s:?}");
         }
     }
@@ -239,12 +238,12 @@ fn extra_keys_are_exactly_the_undeclared_ones() {
             declared.iter().map(|k| (k.to_string(), json!({"type": "integer"}))).collect();
         let schema = json!({"type": "object", "properties": properties, "additionalProperties": {"type": "string"}});
         let (g, _) = engine(&schema);
-        let (_, tok) = common::smollm2();
+        let (_, tok) = fixtures::smollm2();
         for key in &keys {
             let text = serde_json::to_string(&json!({ key.as_str(): "x" })).unwrap();
             let valid = validate(&schema, &serde_json::from_str(&text).unwrap(), &Registry::new()).is_ok();
             assert_eq!(valid, !declared.contains(&key.as_str()), "{text}");
-            assert_eq!(common::mask_accepts(&g, &tok, &text), valid, "{text} against {schema}");
+            assert_eq!(corpus::mask_accepts(&g, &tok, &text), valid, "{text} against {schema}");
         }
     }
 }

@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, SMOLLM2_MODEL_FILE};
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{ChatMessage, Model, ModelOptions, SessionOptions};
+use stencil_test_support::fixtures::{model_path, SMOLLM2_MODEL_FILE};
 use stencil_tools::{CallOptions, Strategy, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 struct Args {

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use stencil_mask::vocab::fixtures;
 use stencil_mask::CompiledGrammar;
 use stencil_schema::{compile_schema, SchemaOptions};
+use stencil_test_support::fixtures;
 use stencil_tools::{CallError, Tool, ToolCall, ToolSet, Tools};
 
 /// Look up the weather.

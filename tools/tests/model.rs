@@ -2,31 +2,24 @@
 //! `scripts/fetch-models.sh`; a missing model fails with that instruction). llama.cpp runs
 //! on one thread, decoding is greedy.
 
-use std::sync::OnceLock;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, SMOLLM2_MODEL_FILE};
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{ChatMessage, Model, ModelOptions, Session, SessionOptions};
+use stencil_runtime::{ChatMessage, Model, Session};
 use stencil_schema::SchemaOptions;
+use stencil_test_support::models::smollm2;
 use stencil_tools::{
     CallError, CallOptions, PromptStyle, Strategy, Tool, ToolCaller, ToolChoice, ToolDefinition, ToolError, ToolSet,
 };
 
-fn smollm2() -> &'static Model {
-    static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(model_path(SMOLLM2_MODEL_FILE), &ModelOptions::default()).unwrap())
-}
-
 fn session(model: &Model) -> Session<'_> {
-    model.session(&SessionOptions { n_ctx: 4096, n_threads: 1, ..Default::default() }).unwrap()
+    stencil_test_support::models::session(model, 4096)
 }
 
+/// The text of `fixtures/tools/<rel>`.
 fn fixture(rel: &str) -> String {
-    let path = format!("{}/../fixtures/tools/{rel}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    stencil_test_support::fixtures::read(&format!("tools/{rel}"))
 }
 
 fn fixture_tools() -> ToolSet {

@@ -1,8 +1,9 @@
 //! The properties the fuzz targets check, on decoded inputs.
 //!
-//! This file depends only on Stencil's crates and `serde_json` (not on `arbitrary` or
-//! libFuzzer), so that the normal test suite can include it (`#[path]`) and replay the
-//! minimized crashes in `fixtures/fuzz-regressions/` without building the fuzz crate:
+//! This module depends only on Stencil's crates and `serde_json` (not on `arbitrary` or
+//! libFuzzer): the fuzz crate re-exports it (`stencil_fuzz::checks`), and the normal test
+//! suite replays the minimized crashes in `fixtures/fuzz-regressions/` through it
+//! (`schema/tests/fuzz_regressions.rs`) without building the fuzz crate:
 //! raw-byte targets (`gbnf_parse`, `ecma_pattern`) are replayed from the bytes,
 //! structured ones (`schema_compile`, `matcher`) from the JSON form of the decoded input
 //! ([`SchemaCase`], [`MatcherCase`]), which the fuzz targets print when
@@ -11,15 +12,15 @@
 //! Every check panics on a violated property; errors (typed, located) are fine, panics,
 //! hangs and unbounded memory are not.
 
-#![allow(dead_code)]
-
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 use stencil_grammar::reference::Recognizer;
 use stencil_grammar::{CharClass, Expr, Grammar, RuleId, TokenName, TokenRef};
-use stencil_mask::{bitmask, CompileError, CompiledGrammar, Limits, Matcher, TokenKind, Vocabulary};
+use stencil_mask::{bitmask, CompileError, CompiledGrammar, Limits, Matcher, Vocabulary};
 use stencil_schema::{Registry, SchemaOptions, Whitespace};
+
+use crate::toy;
 
 /// Limits small enough that a fuzz input never runs long: hitting one is a typed error.
 pub fn fuzz_limits() -> Limits {
@@ -31,56 +32,6 @@ pub fn fuzz_limits() -> Limits {
         max_compile_time: std::time::Duration::from_secs(2),
         ..Limits::default()
     }
-}
-
-fn vocab_from(tokens: Vec<Vec<u8>>) -> Arc<Vocabulary> {
-    let v = tokens
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| (b, if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
-        .collect();
-    Arc::new(Vocabulary::new(v, vec![0]).expect("a valid vocabulary"))
-}
-
-/// The matcher oracle's vocabulary (as in `mask/tests/oracle.rs`): EOS, every byte of
-/// `alphabet`, 2–4-byte strings over it drawn from `seed`, and multi-byte UTF-8 pieces,
-/// whole and split.
-pub fn small_vocab(alphabet: &[u8], seed: u64) -> Arc<Vocabulary> {
-    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    tokens.extend(alphabet.iter().map(|&b| vec![b]));
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for _ in 0..24 {
-        let len = 2 + (next() % 3) as usize;
-        let t: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
-        if !tokens.contains(&t) {
-            tokens.push(t);
-        }
-    }
-    for piece in ["é", "ω", "😀", "aé"] {
-        tokens.push(piece.as_bytes().to_vec());
-    }
-    tokens.push("é".as_bytes()[..1].to_vec());
-    tokens.push("😀".as_bytes()[1..].to_vec());
-    tokens.push(vec![0xff]);
-    vocab_from(tokens)
-}
-
-/// A vocabulary for JSON text: EOS, every printable ASCII byte, tab and newline, a few
-/// JSON pieces and multi-byte characters.
-pub fn json_vocab() -> Arc<Vocabulary> {
-    let mut tokens: Vec<Vec<u8>> = vec![b"<eos>".to_vec()];
-    tokens.extend((0x20u8..0x7f).map(|b| vec![b]));
-    tokens.extend([b"\t".to_vec(), b"\n".to_vec()]);
-    for piece in ["{\"", "\":", "\",", "\"}", "true", "null", "false", "  ", "12", "é", "😀", "\\u00", "[]", "{}"] {
-        tokens.push(piece.as_bytes().to_vec());
-    }
-    vocab_from(tokens)
 }
 
 /// Runs `m` over `text` one byte-token at a time (`vocab` must hold every byte of `text`
@@ -127,7 +78,7 @@ pub fn check_gbnf(data: &[u8]) {
     let again = stencil_grammar::parse_gbnf_with(&printed, &options)
         .unwrap_or_else(|e| panic!("printed grammar does not parse:\n{printed}\n{e}"));
     assert_eq!(again, g, "round trip changed the grammar; printed:\n{printed}");
-    check_grammar_engine(&g, &small_vocab(b"ab{}\"0 ", 1), "gbnf");
+    check_grammar_engine(&g, &toy::fuzz_random(b"ab{}\"0 ", 1), "gbnf");
 }
 
 /// Compiles `g` with [`fuzz_limits`]; when it compiles, runs a first mask, forced bytes,
@@ -253,7 +204,7 @@ pub fn check_schema_sampled(case: &SchemaCase, samples: u64) {
         }
     };
     let g = &compiled.grammar;
-    let vocab = json_vocab();
+    let vocab = toy::json_text();
     let engine = match CompiledGrammar::with_limits(g, vocab.clone(), fuzz_limits()) {
         Ok(c) => Some(c),
         Err(CompileError::LimitExceeded { .. }) => None,
@@ -300,7 +251,7 @@ pub enum Op {
     Forced(u8),
 }
 
-/// A matcher input: a grammar (no token terminals), the seed of a [`small_vocab`] over
+/// A matcher input: a grammar (no token terminals), the seed of a [`toy::fuzz_random`] over
 /// [`MATCHER_ALPHABET`], and the steps.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatcherCase {
@@ -337,7 +288,7 @@ fn engine_mask(m: &mut Matcher) -> Vec<u32> {
 pub fn check_matcher(case: &MatcherCase) {
     let g = &case.grammar;
     let Ok(r) = Recognizer::new(g) else { return };
-    let vocab = small_vocab(MATCHER_ALPHABET, case.vocab_seed);
+    let vocab = toy::fuzz_random(MATCHER_ALPHABET, case.vocab_seed);
     let compiled = match CompiledGrammar::with_limits(g, vocab.clone(), fuzz_limits()) {
         Ok(c) => c,
         Err(CompileError::EmptyLanguage { .. }) => {

@@ -1,18 +1,16 @@
-//! Shared helpers of the corpus tests: where the corpus is, the test-suite registry, and
-//! "does the mask accept this text".
-
-#![allow(dead_code)]
+//! The schema corpora the conformance tests read (where they are, the test suite's
+//! registry, their files), and "does the mask accept this text".
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use stencil_mask::{vocab::Tokenizer, CompiledGrammar, Matcher, Vocabulary};
+use stencil_mask::{vocab::Tokenizer, CompiledGrammar, Matcher};
 use stencil_schema::Registry;
 
 /// The vendored JSON-Schema-Test-Suite (`fixtures/json-schema-test-suite`, MIT; its
 /// `SOURCE.md` names the commit).
 pub fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/json-schema-test-suite")
+    crate::fixtures::dir().join("json-schema-test-suite")
 }
 
 /// The JSONSchemaBench split the conformance run reads: `$STENCIL_JSONSCHEMABENCH` (a
@@ -30,18 +28,11 @@ pub fn jsonschemabench_dir() -> PathBuf {
 pub fn suite_registry(suite: &Path) -> Registry {
     let mut reg = Registry::new();
     let root = suite.join("remotes");
-    let mut stack = vec![root.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                let rel = p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
-                let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-                reg.insert(&format!("http://localhost:1234/{rel}"), v);
-            }
-        }
+    for rel in json_files(&root) {
+        let p = root.join(&rel);
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        reg.insert(&format!("http://localhost:1234/{rel}"), v);
     }
     reg
 }
@@ -70,8 +61,4 @@ pub fn mask_accepts(grammar: &Arc<CompiledGrammar>, tok: &Tokenizer, text: &str)
     let Ok(tokens) = tok.encode(text) else { return false };
     let mut m = Matcher::new(grammar.clone());
     m.accept_tokens(&tokens).is_ok() && m.can_end()
-}
-
-pub fn smollm2() -> (Arc<Vocabulary>, Arc<Tokenizer>) {
-    stencil_mask::vocab::fixtures::smollm2()
 }

@@ -1,0 +1,30 @@
+//! What Stencil's tests share, in one place instead of a copy per test binary
+//! (`publish = false`: nothing here is part of any crate's API).
+//!
+//! - [`fixtures`]: the real vocabularies committed under `fixtures/vocab/`, loaded once per
+//!   process; the repository's `fixtures/` folder; where `scripts/fetch-models.sh` puts the
+//!   full models.
+//! - [`toy`]: the small hand-made vocabularies of the engine and schema suites, by name.
+//! - [`rng`]: the seeded generators the tests draw from.
+//! - [`snapshot`]: the runner of the `fixtures/bad/` catalogues (an input, its `.expected`
+//!   file), and the one variable that rewrites expected files, `STENCIL_UPDATE=1`.
+//! - [`corpus`]: the JSON-Schema-Test-Suite and JSONSchemaBench folders, and "does the mask
+//!   accept this text".
+//! - [`checks`]: the properties the fuzz targets check, which the regression replay test runs
+//!   too (`fuzz/` re-exports this module).
+//! - [`process`]: reading a finished command's status and output.
+//! - `models` (feature `models`, it links llama.cpp): the real models, loaded once per test
+//!   binary.
+//!
+//! Everything here panics on a missing or unreadable fixture, saying what to run: the suites
+//! fail, never skip.
+
+pub mod checks;
+pub mod corpus;
+pub mod fixtures;
+#[cfg(feature = "models")]
+pub mod models;
+pub mod process;
+pub mod rng;
+pub mod snapshot;
+pub mod toy;
