@@ -52,10 +52,7 @@ pub struct ServeArgs {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> Result<ExitCode, CliError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STENCIL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    crate::init_logging(Some("info"));
     let model = crate::models::resolve(args.model.as_ref())?;
     let mut config = ServerConfig::new(model);
     config.host = args.host.clone();
