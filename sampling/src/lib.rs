@@ -14,6 +14,8 @@
 //! - [`StopStrings`]: ends the text at the first stop string, streaming what is safe.
 //! - [`Utf8Stream`]: token bytes → valid UTF-8 pieces.
 //! - [`Presets`]: built-in and TOML-defined named parameter sets.
+//! - [`speculative`]: exact acceptance of drafted tokens (speculative sampling) against the
+//!   target's [`distribution`](Sampler::distribution).
 //! - [`watermark`]: a keyed greenlist watermark ([`WatermarkParams`], a pipeline stage) and
 //!   its detector ([`Greenlist::detect`]), which needs only the key and the tokenizer.
 //!
@@ -113,6 +115,7 @@ mod history;
 mod params;
 pub mod presets;
 mod sampler;
+pub mod speculative;
 mod stop;
 mod utf8;
 pub mod watermark;

@@ -187,6 +187,22 @@ impl Sampler {
         dist
     }
 
+    /// One uniform draw in `[0, 1)` from the sampler's generator (the same stream
+    /// [`sample`](Sampler::sample) draws from): for [`speculative::verify`](crate::speculative::verify).
+    ///
+    /// ```
+    /// use stencil_sampling::{Sampler, SamplingParams};
+    ///
+    /// let mut a = Sampler::new(SamplingParams { seed: Some(3), ..Default::default() })?;
+    /// let mut b = a.clone();
+    /// let u = a.uniform();
+    /// assert!((0.0..1.0).contains(&u) && u == b.uniform());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn uniform(&mut self) -> f64 {
+        self.rng.gen::<f64>()
+    }
+
     /// The `n` most likely next tokens with their log-probabilities after stages 1–5 only
     /// (bias, penalties, mask, watermark, temperature — taken as 1 when greedy; no truncation), most
     /// likely first (ties: lowest id). For beam search and for OpenAI-style `logprobs`.
