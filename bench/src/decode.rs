@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use stencil_mask::vocab::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
+use stencil_runtime::{ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, Session, SessionOptions};
+use stencil_test_support::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 
 /// Settings of the decode part.
 pub struct DecodeArgs {
@@ -75,7 +75,7 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
         // Warm-up: page the weights in.
         let _ = session.generate(&GenerateRequest::new(prompt.clone()).with_params(free.clone()), |_| {});
 
-        let mut stencil_row = |mode: &'static str, request: GenerateRequest, check: bool| {
+        let stencil_row = |session: &mut Session<'_>, mode: &'static str, request: GenerateRequest, check: bool| {
             let mut runs = Vec::new();
             for _ in 0..args.repetitions {
                 session.reset();
@@ -101,6 +101,7 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
             }
         };
         rows.push(stencil_row(
+            &mut session,
             "free (Stencil runtime, no grammar)",
             GenerateRequest::new(prompt.clone()).with_params(free),
             false,
@@ -108,17 +109,44 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
         let mut request =
             GenerateRequest::new(prompt.clone()).with_params(constrained).with_grammar(grammar.clone(), "json-schema");
         request.fast_forward = false;
-        rows.push(stencil_row("Stencil JSON Schema mask", request.clone(), true));
+        rows.push(stencil_row(&mut session, "Stencil JSON Schema mask", request.clone(), true));
         request.fast_forward = true;
-        rows.push(stencil_row("Stencil JSON Schema mask + fast-forward", request.clone(), true));
-        request.speculation = Some(stencil_runtime::Speculation::prompt_lookup());
-        rows.push(stencil_row("Stencil JSON Schema mask + fast-forward + prompt lookup", request.clone(), true));
-        request.params.temperature = 0.7;
-        request.params.seed = Some(7);
+        rows.push(stencil_row(&mut session, "Stencil JSON Schema mask + fast-forward", request.clone(), true));
+        // The same model as its own draft: the draft model's overhead and acceptance (its
+        // speed-up needs a smaller sibling with the same vocabulary).
+        let mut drafted = model.session(&options).expect("session");
+        drafted.attach_draft(&model).expect("the same vocabulary");
+        let draft_model = Some(stencil_runtime::Speculation::draft_model());
+        for temperature in [0.0, 0.7] {
+            let t = if temperature == 0.0 { "" } else { ", T=0.7" };
+            request.params.temperature = temperature;
+            request.params.seed = Some(7);
+            request.speculation = None;
+            if temperature > 0.0 {
+                rows.push(stencil_row(
+                    &mut session,
+                    "Stencil JSON Schema mask + fast-forward, T=0.7",
+                    request.clone(),
+                    true,
+                ));
+            }
+            request.speculation = Some(stencil_runtime::Speculation::prompt_lookup());
+            let mode = if temperature == 0.0 {
+                "Stencil JSON Schema mask + fast-forward + prompt lookup"
+            } else {
+                "Stencil JSON Schema mask + fast-forward + prompt lookup, T=0.7"
+            };
+            rows.push(stencil_row(&mut session, mode, request.clone(), true));
+            request.speculation = draft_model.clone();
+            let mode = if t.is_empty() {
+                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens)"
+            } else {
+                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens), T=0.7"
+            };
+            rows.push(stencil_row(&mut drafted, mode, request.clone(), true));
+        }
+        request.params.temperature = 0.0;
         request.speculation = None;
-        rows.push(stencil_row("Stencil JSON Schema mask + fast-forward, T=0.7", request.clone(), true));
-        request.speculation = Some(stencil_runtime::Speculation::prompt_lookup());
-        rows.push(stencil_row("Stencil JSON Schema mask + fast-forward + prompt lookup, T=0.7", request, true));
 
         for (mode, g, max) in [
             ("llama.cpp greedy, no grammar", None, args.free_tokens as usize),

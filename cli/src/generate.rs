@@ -40,8 +40,10 @@ pub struct Options {
     pub n_ctx: u32,
     pub log: Option<PathBuf>,
     pub no_fast_forward: bool,
-    /// Prompt-lookup speculation.
+    /// Speculative decoding (prompt lookup, or the draft model below).
     pub speculation: Option<stencil_runtime::Speculation>,
+    /// The draft model of draft-model speculation.
+    pub draft_model: Option<PathBuf>,
     pub quiet: bool,
 }
 
@@ -134,7 +136,14 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
         n_seq_max: (2 * beams).max(samples).max(1) as u32,
         ..Default::default()
     };
+    let draft = match &opts.draft_model {
+        Some(path) => Some(load_model(path, opts.quiet)?),
+        None => None,
+    };
     let mut session = model.session(&session_options).map_err(runtime)?;
+    if let Some(draft) = &draft {
+        session.attach_draft(draft).map_err(runtime)?;
+    }
 
     let schema = loaded.as_ref().and_then(|(_, l)| l.schema.as_ref());
     if beams > 0 {
@@ -195,7 +204,8 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     }
     if let (Some(spec), false) = (&record.speculation, opts.quiet) {
         eprintln!(
-            "prompt lookup: {} of {} drafted tokens accepted ({:.0} %), {:.2} tokens per forward pass",
+            "{}: {} of {} drafted tokens accepted ({:.0} %), {:.2} tokens per forward pass",
+            if opts.draft_model.is_some() { "draft model" } else { "prompt lookup" },
             spec.accepted,
             spec.drafted,
             100.0 * spec.acceptance_rate,

@@ -307,10 +307,17 @@ struct GenerateArgs {
     /// Speculative decoding: prompt-lookup (drafts copied from earlier in the prompt and
     /// the output, checked in the same forward pass; the output is the same, in fewer
     /// passes when the text copies from the prompt).
-    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"], conflicts_with = "beams")]
+    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"], conflicts_with_all = ["beams", "draft_model"])]
     speculate: Option<String>,
-    /// With --speculate: draft tokens per step at most (default 8).
-    #[arg(long, value_name = "K", requires = "speculate", value_parser = clap::value_parser!(u64).range(1..=64))]
+    /// Speculative decoding with a draft model: a GGUF with the same vocabulary as
+    /// --model (a smaller sibling) drafts tokens under the grammar, the model verifies them
+    /// in one forward pass; the output has the model's distribution exactly (greedy: the
+    /// same output).
+    #[arg(long, value_name = "DRAFT.gguf", conflicts_with = "beams")]
+    draft_model: Option<PathBuf>,
+    /// With --speculate or --draft-model: draft tokens per step at most (default 8 for
+    /// prompt lookup, 4 for a draft model).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=64))]
     draft_tokens: Option<u64>,
     /// No progress bar and no summary on stderr.
     #[arg(long, short = 'q')]
@@ -318,6 +325,25 @@ struct GenerateArgs {
 }
 
 impl GenerateArgs {
+    /// --speculate or --draft-model, with --draft-tokens.
+    fn speculation(&self) -> Result<Option<stencil_runtime::Speculation>, CliError> {
+        use stencil_runtime::{DraftModel, PromptLookup, Speculation};
+        let k = self.draft_tokens.map(|k| k as usize);
+        Ok(match (&self.speculate, &self.draft_model) {
+            (Some(_), _) => Some(Speculation::PromptLookup(PromptLookup {
+                max_draft: k.unwrap_or(PromptLookup::default().max_draft),
+                ..PromptLookup::default()
+            })),
+            (None, Some(_)) => {
+                Some(Speculation::DraftModel(DraftModel { max_draft: k.unwrap_or(DraftModel::default().max_draft) }))
+            }
+            (None, None) if k.is_some() => {
+                return Err(CliError::Usage("--draft-tokens needs --speculate prompt-lookup or --draft-model".into()))
+            }
+            (None, None) => None,
+        })
+    }
+
     /// --n with its vote, or --best-of with its scorer.
     fn selection(&self) -> Result<Option<scaling::Selection>, CliError> {
         if let Some(n) = self.samples {
@@ -405,11 +431,8 @@ impl GenerateArgs {
             n_ctx: self.ctx_size,
             log: self.log.clone(),
             no_fast_forward: self.no_fast_forward,
-            speculation: self.speculate.as_ref().map(|_| {
-                let defaults = stencil_runtime::PromptLookup::default();
-                let max_draft = self.draft_tokens.map_or(defaults.max_draft, |k| k as usize);
-                stencil_runtime::Speculation::PromptLookup(stencil_runtime::PromptLookup { max_draft, ..defaults })
-            }),
+            speculation: self.speculation()?,
+            draft_model: self.draft_model.clone(),
             quiet: self.quiet,
         })
     }
@@ -605,8 +628,29 @@ struct ValidateArgs {
     no_progress: bool,
 }
 
+/// `tracing` to stderr, filtered by `STENCIL_LOG` (e.g. `STENCIL_LOG=stencil_mask=debug`:
+/// the engine's compile passes, each span's time when it closes), else by `default` (none:
+/// no subscriber, nothing logged).
+pub(crate) fn init_logging(default: Option<&str>) {
+    let filter = match (tracing_subscriber::EnvFilter::try_from_env("STENCIL_LOG"), default) {
+        (Ok(filter), _) => filter,
+        (Err(_), Some(d)) => tracing_subscriber::EnvFilter::new(d),
+        (Err(_), None) => return,
+    };
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging(None);
+    }
     let result = match &cli.command {
         Command::Check(a) => a.grammar.source().and_then(|s| check::run(&s, a.vocab.as_deref())),
         Command::Accepts(a) => {

@@ -24,8 +24,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use llama_cpp_2::token::LlamaToken;
 use stencil_mask::{bitmask, Matcher, Vocabulary};
-use stencil_sampling::{Sampler, SamplingError, TokenHistory};
+use stencil_sampling::{speculative, Sampler, SamplingError, SamplingParams, TokenHistory};
 
+use crate::draft::{self, DraftStart};
 use crate::error::{Result, RuntimeError};
 use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
 use crate::speculate::{self, Draft, Speculation, SpeculationStats};
@@ -101,6 +102,11 @@ struct Sequence {
     check_rows: Vec<i32>,
     /// The next draft's length at most (adapts to acceptance).
     draft_cap: usize,
+    /// Draft-model speculation: the draft's sampler (the request's parameters, its own
+    /// seed), and the room the next draft has (set with the pending tokens).
+    draft_sampler: Option<Sampler>,
+    draft_room: usize,
+    room_in_batch: usize,
     /// KV positions this sequence holds (prompt + decoded tokens).
     n_past: usize,
     logits_index: i32,
@@ -224,6 +230,9 @@ impl<'m> BatchDecoder<'_, 'm> {
         if let Some(g) = &request.grammar {
             check_grammar_vocab(g, &vocab)?;
         }
+        if matches!(request.speculation, Some(Speculation::DraftModel(_))) && self.session.draft.is_none() {
+            return Err(RuntimeError::NoDraftModel);
+        }
         let max_tokens = request.params.max_tokens as usize;
         let prompt = self.session.prompt_tokens(&request.prompt, max_tokens)?;
         let n_ctx = self.session.ctx.n_ctx() as usize;
@@ -243,11 +252,15 @@ impl<'m> BatchDecoder<'_, 'm> {
         let base_seed = Sampler::new(request.params.clone())?.seed();
         for seq in std::mem::take(&mut self.stale_seqs) {
             let _ = self.session.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            if let Some(dc) = self.session.draft.as_mut() {
+                dc.forget(seq);
+            }
         }
         let request = Arc::new(request.clone());
         let seqs: Vec<i32> = (0..n).map(|_| self.free_seqs.pop().expect("checked above")).collect();
 
         // The prompt into the first sequence, the first mask alongside.
+        let _span = tracing::debug_span!("prefill", prompt_tokens = prompt.len(), samples = n).entered();
         let mut matcher = request.grammar.clone().map(Matcher::new);
         let mut mask = bitmask::new_mask(vocab.mask_width());
         let (prefill, first_mask) = std::thread::scope(|s| {
@@ -294,10 +307,16 @@ impl<'m> BatchDecoder<'_, 'm> {
                 draft: Draft::default(),
                 draft_masks: Vec::new(),
                 check_rows: Vec::new(),
-                draft_cap: match &request.speculation {
-                    Some(Speculation::PromptLookup(p)) => p.max_draft,
-                    None => 0,
+                draft_cap: request.speculation.as_ref().map_or(0, Speculation::max_draft),
+                draft_sampler: match &request.speculation {
+                    Some(Speculation::DraftModel(_)) => Some(Sampler::new(SamplingParams {
+                        seed: Some(draft_seed(sample_seed(base_seed, i))),
+                        ..request.params.clone()
+                    })?),
+                    _ => None,
                 },
+                draft_room: 0,
+                room_in_batch: 0,
                 n_past: prompt.len(),
                 logits_index,
                 reserved: if i == 0 { cells - (n - 1) * max_tokens } else { max_tokens },
@@ -357,6 +376,7 @@ impl<'m> BatchDecoder<'_, 'm> {
         if self.live.is_empty() {
             return Ok(finished);
         }
+        let _span = tracing::debug_span!("step", sequences = self.live.len()).entered();
         // Text sampled when a sequence was added.
         for s in &mut self.live {
             s.send(&mut on_text);
@@ -364,6 +384,12 @@ impl<'m> BatchDecoder<'_, 'm> {
         let vocab = self.session.model.vocab().clone();
         let n_ctx = self.session.ctx.n_ctx() as usize;
         let capacity = self.session.options.n_batch.max(1) as usize;
+        if let Some(dc) = self.session.draft.as_mut() {
+            for s in self.live.iter_mut().filter(|s| s.draft_sampler.is_some()) {
+                let result = s.draft_with_model(dc, &vocab);
+                s.fail_on(result);
+            }
+        }
         // Whole sequences per forward pass, as many as fit the batch (usually all).
         let mut from = 0;
         while from < self.live.len() {
@@ -437,6 +463,7 @@ impl<'m> BatchDecoder<'_, 'm> {
             s.logits_index = session.batch.n_tokens() - 1;
         }
         let group = &mut self.live[range];
+        let _span = tracing::debug_span!("forward", rows = session.batch.n_tokens(), sequences = group.len()).entered();
         let (decoded, waited) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 for s in group.iter_mut() {
@@ -518,7 +545,7 @@ impl Sequence {
     /// the grammar forces after it and a draft, or sets why the sequence stops.
     fn sample_next(&mut self, logits: &[f32], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<()> {
         let mut mask = std::mem::take(&mut self.mask);
-        let chosen = self.choose(logits, &mut mask, vocab);
+        let chosen = self.choose(logits, &mut mask, vocab, None);
         self.mask = mask;
         match chosen? {
             Some((token, logprob)) => self.continue_with(token, logprob, vocab, n_ctx, room_in_batch),
@@ -527,9 +554,16 @@ impl Sequence {
     }
 
     /// One sampled position: the stop checks that come before it, then the draw from
-    /// `logits` under `mask` (the grammar's mask at this position). `None` when the
-    /// sequence stops here (length, grammar complete, EOS).
-    fn choose(&mut self, logits: &[f32], mask: &mut [u32], vocab: &Vocabulary) -> Result<Option<(u32, Option<f64>)>> {
+    /// `logits` under `mask` (the grammar's mask at this position) — or, for a token a
+    /// draft model proposed from `q`, its verification ([`speculative::verify`]). `None`
+    /// when the sequence stops here (length, grammar complete, EOS).
+    fn choose(
+        &mut self,
+        logits: &[f32],
+        mask: &mut [u32],
+        vocab: &Vocabulary,
+        proposal: Option<(u32, &[(u32, f64)])>,
+    ) -> Result<Option<(u32, Option<f64>)>> {
         let params = &self.request.params;
         if self.stats.decode_start.is_none() {
             self.stats.decode_start = Some(Instant::now());
@@ -553,7 +587,7 @@ impl Sequence {
         if self.matcher.is_some() && bitmask::count(mask) == 1 {
             self.stats.single_choice_steps += 1;
         }
-        let token = match self.sampler.sample(logits, step_mask, &self.history) {
+        let token = match draw(&mut self.sampler, logits, step_mask, &self.history, proposal) {
             // Bias or penalties removed every token the grammar allows: the grammar wins,
             // and the step takes the most likely allowed token.
             Err(SamplingError::NoCandidates) if step_mask.is_some() => {
@@ -609,6 +643,7 @@ impl Sequence {
                 .min(room_in_batch.saturating_sub(step.len()))
                 .min(n_ctx - self.n_past - step.len());
             self.draft = self.propose(vocab, room, room_in_batch);
+            (self.draft_room, self.room_in_batch) = (room, room_in_batch);
             self.pending = step;
             self.pending.extend_from_slice(&self.draft.tokens);
         }
@@ -664,7 +699,8 @@ impl Sequence {
                 0 => std::mem::take(&mut self.mask),
                 _ => masks.get_mut(k - 1).map(std::mem::take).unwrap_or_default(),
             };
-            let chosen = self.choose(rows[k], &mut mask, vocab);
+            let proposal = draft.proposal(j).map(|q| (draft.tokens[j], q));
+            let chosen = self.choose(rows[k], &mut mask, vocab, proposal);
             self.mask = mask;
             let Some((token, logprob)) = chosen? else { break };
             if j == draft.len() || token != draft.tokens[j] {
@@ -705,10 +741,34 @@ impl Sequence {
 
     /// The request's longest draft (0 without speculation).
     fn max_draft(&self) -> usize {
-        match &self.request.speculation {
-            Some(Speculation::PromptLookup(p)) => p.max_draft,
-            None => 0,
-        }
+        self.request.speculation.as_ref().map_or(0, Speculation::max_draft)
+    }
+
+    /// Draft-model speculation: drafts after the pending tokens (see [`crate::draft`]).
+    fn draft_with_model(&mut self, dc: &mut crate::draft::DraftContext<'_>, vocab: &Vocabulary) -> Result<()> {
+        let (true, None, None) = (self.draft.is_empty() && !self.pending.is_empty(), &self.stop, &self.error) else {
+            return Ok(());
+        };
+        let Some(sampler) = self.draft_sampler.as_mut() else { return Ok(()) };
+        let max_tokens = self.request.params.max_tokens as usize;
+        let (base, room_in_batch) = (self.tokens.len(), self.room_in_batch);
+        let forced_room =
+            |drafted: usize| max_tokens.saturating_sub(base + drafted + 1).min(room_in_batch.saturating_sub(1));
+        let start = DraftStart {
+            seq: self.seq,
+            history: &self.history,
+            matcher: self.matcher.as_ref(),
+            free_mask: self.free_mask.as_deref().map(|m| &m[..]),
+            ignore_eos: self.request.params.ignore_eos,
+            fast_forward: self.request.fast_forward,
+            vocab,
+            limit: self.draft_room.min(self.draft_cap),
+        };
+        let drafted = draft::draft(dc, sampler, &start, forced_room);
+        self.stats.speculation.draft_passes += dc.take_passes();
+        self.draft = drafted?;
+        self.pending.extend_from_slice(&self.draft.tokens);
+        Ok(())
     }
 
     /// The masks at a draft's later checkpoints (the first is [`Sequence::mask`]): the
@@ -796,6 +856,30 @@ impl Sequence {
 }
 
 /// Fills the next mask if there is a matcher, timing it.
+/// The draw at one position: from the sampler, or, for a drafted token proposed from `q`,
+/// the exact accept-or-replace of speculative sampling against the same distribution.
+fn draw(
+    sampler: &mut Sampler,
+    logits: &[f32],
+    mask: Option<&[u32]>,
+    history: &TokenHistory,
+    proposal: Option<(u32, &[(u32, f64)])>,
+) -> std::result::Result<u32, SamplingError> {
+    let Some((drafted, q)) = proposal else { return sampler.sample(logits, mask, history) };
+    let p = sampler.distribution(logits, mask, history);
+    let (accept_u, residual_u) = (sampler.uniform(), sampler.uniform());
+    match speculative::verify(&p, Some(q), drafted, accept_u, residual_u) {
+        Some(speculative::Verdict::Accepted) => Ok(drafted),
+        Some(speculative::Verdict::Replaced(token)) => Ok(token),
+        None => Err(SamplingError::NoCandidates),
+    }
+}
+
+/// The draft sampler's seed for a sample seeded `seed`: its own stream.
+fn draft_seed(seed: u64) -> u64 {
+    seed ^ 0xD2AF_7000_5EED_0001
+}
+
 fn timed_fill(matcher: Option<&mut Matcher>, mask: &mut [u32]) -> Result<Duration> {
     let start = Instant::now();
     if let Some(m) = matcher {

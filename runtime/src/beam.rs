@@ -63,6 +63,9 @@ impl Session<'_> {
     /// score first; finished beams rank before unfinished ones. The session needs
     /// `n_seq_max >= 2 * n_beams` ([`crate::SessionOptions::n_seq_max`]).
     pub fn beam_search(&mut self, request: &GenerateRequest, beam: &BeamParams) -> Result<Vec<Beam>> {
+        if request.speculation.is_some() {
+            return Err(RuntimeError::SpeculationUnsupported("beam search: drafts verify one sequence's samples"));
+        }
         let n = beam.n_beams;
         if n == 0 {
             return Err(RuntimeError::Beam("n_beams must be at least 1".into()));

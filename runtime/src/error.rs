@@ -46,6 +46,18 @@ pub enum RuntimeError {
     Matcher(#[from] stencil_mask::MatchError),
     #[error("llama.cpp's grammar sampler refused the grammar: {0}")]
     LlamaGrammar(String),
+    /// A draft model whose vocabulary is not the target's.
+    #[error(
+        "the draft model's vocabulary differs from the target's at token {token} (target {target}, draft {draft}; \
+         {target_len} and {draft_len} tokens): speculative decoding needs the same token ids and bytes"
+    )]
+    DraftVocabulary { token: u32, target: String, draft: String, target_len: usize, draft_len: usize },
+    /// A request for draft-model speculation on a session without a draft model.
+    #[error("the request speculates with a draft model, but none is attached to the session (Session::attach_draft)")]
+    NoDraftModel,
+    /// Speculation where it cannot apply.
+    #[error("speculative decoding does not apply to {0}")]
+    SpeculationUnsupported(&'static str),
     #[error("beam search: {0}")]
     Beam(String),
 }

@@ -26,6 +26,7 @@ mod baseline;
 mod batch;
 mod beam;
 mod chat;
+mod draft;
 mod error;
 mod model;
 pub mod select;
@@ -45,6 +46,6 @@ pub use select::{
     VoteOutcome,
 };
 pub use session::{GenerateRequest, Generation, Session};
-pub use speculate::{lookup, PromptLookup, Speculation, SpeculationStats};
+pub use speculate::{lookup, DraftModel, PromptLookup, Speculation, SpeculationStats};
 pub use stencil_sampling as sampling;
 pub use telemetry::{GenerationRecord, StopReason, Timings};

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
@@ -206,6 +207,11 @@ impl Model {
 
     /// A decoding session with its own context (KV cache).
     pub fn session(&self, options: &SessionOptions) -> Result<Session<'_>> {
+        Ok(Session::new(self, self.context(options)?, options.clone()))
+    }
+
+    /// A llama.cpp context for `options` (unified KV cache).
+    pub(crate) fn context(&self, options: &SessionOptions) -> Result<LlamaContext<'_>> {
         let threads = i32::try_from(options.n_threads.max(1)).unwrap_or(1);
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.n_ctx.max(16)))
@@ -215,8 +221,7 @@ impl Model {
             .with_kv_unified(true)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
-        let ctx = self.llama.new_context(backend()?, params).map_err(|e| RuntimeError::Context(e.to_string()))?;
-        Ok(Session::new(self, ctx, options.clone()))
+        self.llama.new_context(backend()?, params).map_err(|e| RuntimeError::Context(e.to_string()))
     }
 }
 

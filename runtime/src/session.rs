@@ -96,12 +96,14 @@ pub struct Session<'m> {
     pub(crate) batch: LlamaBatch<'static>,
     /// The tokens in sequence 0 of the KV cache, in order.
     pub(crate) cached: Vec<u32>,
+    /// The draft model's context, once attached ([`Session::attach_draft`]).
+    pub(crate) draft: Option<crate::draft::DraftContext<'m>>,
 }
 
 impl<'m> Session<'m> {
     pub(crate) fn new(model: &'m Model, ctx: LlamaContext<'m>, options: SessionOptions) -> Self {
         let batch = LlamaBatch::new(options.n_batch.max(1) as usize, options.n_seq_max.max(1) as i32);
-        Session { model, ctx, options, batch, cached: Vec::new() }
+        Session { model, ctx, options, batch, cached: Vec::new(), draft: None }
     }
 
     /// The model this session runs.
@@ -196,6 +198,9 @@ impl<'m> Session<'m> {
     pub fn reset(&mut self) {
         self.ctx.clear_kv_cache();
         self.cached.clear();
+        if let Some(draft) = self.draft.as_mut() {
+            draft.clear();
+        }
     }
 }
 

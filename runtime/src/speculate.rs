@@ -1,5 +1,8 @@
-//! Speculative decoding by prompt lookup: drafts copied from earlier in the prompt and the
-//! output, verified in the same forward pass as the step's own tokens.
+//! Speculative decoding: drafts verified in the same forward pass as the step's own tokens.
+//! Two drafters: prompt lookup (below: copies from earlier in the prompt and the output) and
+//! a draft model ([`crate::draft`]: any GGUF with the target's vocabulary, verified by the
+//! exact rule of [`stencil_sampling::speculative`]). Beam search does not speculate
+//! ([`RuntimeError::SpeculationUnsupported`](crate::RuntimeError::SpeculationUnsupported)).
 //!
 //! **Drafting** (no model): the longest suffix of the tokens so far, `max_match` tokens at
 //! most and `min_match` at least, that also occurs earlier (the latest occurrence wins)
@@ -28,7 +31,7 @@ use stencil_mask::{Matcher, Vocabulary};
 ///
 /// ```
 /// let s = stencil_runtime::Speculation::prompt_lookup();
-/// let stencil_runtime::Speculation::PromptLookup(p) = s;
+/// let stencil_runtime::Speculation::PromptLookup(p) = s else { unreachable!() };
 /// assert_eq!((p.max_draft, p.min_match, p.max_match), (8, 1, 4));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -36,12 +39,41 @@ use stencil_mask::{Matcher, Vocabulary};
 pub enum Speculation {
     /// Drafts copied from the prompt and the output (see the module docs).
     PromptLookup(PromptLookup),
+    /// Drafts from the draft model attached to the session
+    /// ([`Session::attach_draft`](crate::Session::attach_draft)).
+    DraftModel(DraftModel),
 }
 
 impl Speculation {
     /// Prompt lookup with the default settings.
     pub fn prompt_lookup() -> Self {
         Speculation::PromptLookup(PromptLookup::default())
+    }
+
+    /// Draft-model speculation with the default settings.
+    pub fn draft_model() -> Self {
+        Speculation::DraftModel(DraftModel::default())
+    }
+
+    /// Draft tokens per step at most.
+    pub fn max_draft(&self) -> usize {
+        match self {
+            Speculation::PromptLookup(p) => p.max_draft,
+            Speculation::DraftModel(d) => d.max_draft,
+        }
+    }
+}
+
+/// Draft-model settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DraftModel {
+    /// Draft tokens per step at most (default 4; it adapts as prompt lookup's does).
+    pub max_draft: usize,
+}
+
+impl Default for DraftModel {
+    fn default() -> Self {
+        DraftModel { max_draft: 4 }
     }
 }
 
@@ -63,11 +95,14 @@ impl Default for PromptLookup {
 }
 
 /// A proposed continuation: tokens, each either to be verified by sampling or forced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Draft {
     pub tokens: Vec<u32>,
     /// Per token: the grammar forces it (no sampling, no check).
     pub forced: Vec<bool>,
+    /// Per token: the distribution it was drawn from (a draft model's); `None` for a copy
+    /// (prompt lookup: a one-hot proposal) or a forced token.
+    pub proposals: Vec<Option<Vec<(u32, f64)>>>,
 }
 
 impl Draft {
@@ -87,6 +122,23 @@ impl Draft {
     fn push(&mut self, token: u32, forced: bool) {
         self.tokens.push(token);
         self.forced.push(forced);
+        self.proposals.push(None);
+    }
+
+    /// A token drawn from `q`.
+    pub fn push_drafted(&mut self, token: u32, q: Vec<(u32, f64)>) {
+        self.push(token, false);
+        *self.proposals.last_mut().expect("just pushed") = Some(q);
+    }
+
+    /// A token the grammar forces.
+    pub fn push_forced(&mut self, token: u32) {
+        self.push(token, true);
+    }
+
+    /// The distribution token `j` was drawn from, if a draft model drew it.
+    pub fn proposal(&self, j: usize) -> Option<&[(u32, f64)]> {
+        self.proposals.get(j).and_then(|q| q.as_deref())
     }
 
     /// Where the draft is checked: the indices of its sampled tokens (each drawn at the
@@ -188,6 +240,8 @@ pub struct SpeculationStats {
     pub mean_accepted_length: f64,
     /// Steps that had a draft.
     pub draft_steps: usize,
+    /// Draft-model forward passes (its prefills included; 0 for prompt lookup).
+    pub draft_passes: usize,
 }
 
 impl SpeculationStats {
@@ -219,7 +273,7 @@ mod tests {
 
     #[test]
     fn grammar_drafts_stop_at_refused_tokens_and_take_forced_ones() {
-        let (vocab, tok) = stencil_mask::vocab::fixtures::smollm2();
+        let (vocab, tok) = stencil_test_support::fixtures::smollm2();
         let g = stencil_grammar::parse_gbnf(r#"root ::= "{\"name\": \"" [a-z]+ "\", \"age\": " [0-9]+ "}""#).unwrap();
         let g = stencil_mask::CompiledGrammar::new(&g, vocab.clone()).unwrap();
         let mut m = Matcher::new(g);

@@ -2,10 +2,6 @@
 //! separate generations give, constrained samples validate, sequences can join mid-flight,
 //! and the limits are clear errors. llama.cpp runs on one thread (see `model.rs`).
 
-mod common;
-
-use common::{gemma3, smollm2};
-
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -16,6 +12,7 @@ use stencil_runtime::{
     Normalizer, Prompt, RuntimeError, SelfConsistencyParams, Session, SessionOptions, Verifiers,
 };
 use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
+use stencil_test_support::models::{gemma3, smollm2};
 
 fn session(model: &Model, n_seq_max: u32) -> Session<'_> {
     model.session(&SessionOptions { n_ctx: 2048, n_threads: 1, n_seq_max, ..Default::default() }).unwrap()
@@ -335,4 +332,84 @@ fn prompt_lookup_keeps_greedy_and_seeded_outputs_and_saves_passes() {
     ))
     .with_params(SamplingParams { max_tokens: 40, ..SamplingParams::greedy() });
     assert_speculation_changes_nothing(gemma3(), &free);
+}
+
+/// A session with `draft` attached as its draft model.
+fn draft_session<'m>(model: &'m Model, draft: &'m Model) -> Session<'m> {
+    let mut s = session(model, 1);
+    s.attach_draft(draft).unwrap();
+    s
+}
+
+fn with_draft(request: &GenerateRequest, max_draft: usize) -> GenerateRequest {
+    let mut r = request.clone();
+    r.speculation = Some(stencil_runtime::Speculation::DraftModel(stencil_runtime::DraftModel { max_draft }));
+    r
+}
+
+/// The same model as its own draft: greedy output is the output without speculation, and
+/// every draft token is accepted (p = q); seeded runs replay and accept nearly all. SmolLM2
+/// under the extraction schema; Gemma on free text with drafts of 2, so that a step stays
+/// under 4 rows: from 4 rows llama.cpp multiplies Gemma's repacked Q4_K weights with a GEMM
+/// kernel that rounds otherwise than one-token decoding (see ARCHITECTURE.md), and greedy
+/// output under the grammar (whose forced tokens lengthen the steps) then flips near-ties.
+#[test]
+fn a_model_as_its_own_draft_keeps_greedy_outputs_and_accepts_its_drafts() {
+    let gemma_free = |params: SamplingParams| {
+        GenerateRequest::new(Prompt::Text("Write a short story about a lighthouse keeper and a storm.".into()))
+            .with_params(SamplingParams { max_tokens: 48, ignore_eos: true, ..params })
+    };
+    let cases = [
+        (smollm2(), 4, extraction_request(smollm2(), SamplingParams { max_tokens: 160, ..SamplingParams::greedy() })),
+        (gemma3(), 2, gemma_free(SamplingParams::greedy())),
+    ];
+    for (model, max_draft, greedy) in cases {
+        let plain = session(model, 1).generate(&greedy, |_| {}).unwrap();
+        let mut streamed = String::new();
+        let spec =
+            draft_session(model, model).generate(&with_draft(&greedy, max_draft), |p| streamed.push_str(p)).unwrap();
+        assert_eq!(spec.tokens, plain.tokens, "the draft model changed the output:\n{}\n{}", spec.text, plain.text);
+        assert_eq!(spec.stop_reason, plain.stop_reason);
+        assert_eq!(streamed, spec.text);
+        let stats = spec.record.speculation.expect("speculation counts");
+        eprintln!(
+            "{}: {} tokens, {} target passes (plain {}), {} draft passes; drafted {}, accepted {}",
+            model.info().name,
+            spec.tokens.len(),
+            spec.record.forward_passes,
+            plain.record.forward_passes,
+            stats.draft_passes,
+            stats.drafted,
+            stats.accepted
+        );
+        assert!(stats.drafted > 10 && stats.accepted == stats.drafted, "{stats:?}");
+        assert!(spec.record.forward_passes < plain.record.forward_passes);
+
+        let mut seeded = greedy.clone();
+        seeded.params = SamplingParams { temperature: 0.7, top_k: 40, seed: Some(5), ..greedy.params.clone() };
+        let a = draft_session(model, model).generate(&with_draft(&seeded, max_draft), |_| {}).unwrap();
+        let b = draft_session(model, model).generate(&with_draft(&seeded, max_draft), |_| {}).unwrap();
+        assert_eq!(a.tokens, b.tokens, "seeded runs replay");
+        let stats = a.record.speculation.unwrap();
+        eprintln!("seeded: drafted {}, accepted {}", stats.drafted, stats.accepted);
+        assert!(stats.acceptance_rate > 0.9, "{stats:?}");
+        if seeded.grammar.is_some() && a.stop_reason.is_natural() {
+            let (schema, _) = person_schema(model);
+            let v: Value = serde_json::from_str(&a.text).unwrap();
+            assert!(validate(&schema, &v, &Registry::new()).is_ok(), "{}", a.text);
+        }
+    }
+}
+
+#[test]
+fn a_draft_model_needs_the_same_vocabulary_and_an_attached_draft() {
+    let mut s = session(gemma3(), 1);
+    let err = s.attach_draft(smollm2()).unwrap_err();
+    assert!(matches!(err, RuntimeError::DraftVocabulary { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("differs from the target's at token"), "{message}");
+    let request = with_draft(&extraction_request(gemma3(), SamplingParams::greedy()), 4);
+    assert!(matches!(s.generate(&request, |_| {}), Err(RuntimeError::NoDraftModel)));
+    let beams = s.beam_search(&request, &stencil_runtime::BeamParams { n_beams: 2, ..Default::default() });
+    assert!(matches!(beams, Err(RuntimeError::SpeculationUnsupported(_))));
 }
