@@ -16,6 +16,7 @@ mod scaling;
 mod schema;
 mod timer;
 mod tools;
+mod watermark;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,11 +41,15 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
-  --parts PARTS       gbnf,schema,decode,tools,scaling (default all five); decode = tokens/s
+  --parts PARTS       gbnf,schema,decode,tools,scaling,watermark (default all six); decode = tokens/s
                       on llama.cpp with both real models: free, Stencil's masks, llama.cpp's
                       GBNF sampler; tools = the tool-calling evaluation (SmolLM2); scaling =
                       N samples decoded together vs N sequential generations (both models),
-                      greedy vs self-consistency on fixtures/scaling (SmolLM2)
+                      greedy vs self-consistency on fixtures/scaling (SmolLM2); watermark =
+                      detection rates with and without the watermark (both models)
+Watermark part:
+  --watermark-prompts N
+                      the first N prompts of fixtures/watermark/prompts.txt (default all)
 Scaling part:
   --scaling-reps N    runs per throughput measurement, median reported (default 1)
   --scaling-questions N
@@ -75,6 +80,7 @@ struct Args {
     decode: bool,
     tools: bool,
     scaling: Option<scaling::ScalingArgs>,
+    watermark: Option<watermark::WatermarkArgs>,
 }
 
 fn parse_args() -> Args {
@@ -93,11 +99,14 @@ fn parse_args() -> Args {
         decode: true,
         tools: true,
         scaling: None,
+        watermark: None,
     };
     let mut sa = schema::SchemaArgs::new(&repo_root());
     let mut schema_part = true;
     let mut sc = scaling::ScalingArgs::default();
     let mut scaling_part = true;
+    let mut wm = watermark::WatermarkArgs::default();
+    let mut watermark_part = true;
     let mut it = std::env::args().skip(1);
     let list = |s: String| s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect::<Vec<_>>();
     while let Some(flag) = it.next() {
@@ -123,20 +132,25 @@ fn parse_args() -> Args {
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "--parts" => {
                 let parts = list(val());
-                if let Some(p) =
-                    parts.iter().find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools" | "scaling"))
+                if let Some(p) = parts
+                    .iter()
+                    .find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools" | "scaling" | "watermark"))
                 {
-                    die(&format!("unknown part {p} (gbnf, schema, decode, tools, scaling)"));
+                    die(&format!("unknown part {p} (gbnf, schema, decode, tools, scaling, watermark)"));
                 }
                 a.gbnf = parts.iter().any(|p| p == "gbnf");
                 a.decode = parts.iter().any(|p| p == "decode");
                 a.tools = parts.iter().any(|p| p == "tools");
                 schema_part = parts.iter().any(|p| p == "schema");
                 scaling_part = parts.iter().any(|p| p == "scaling");
+                watermark_part = parts.iter().any(|p| p == "watermark");
             }
             "--scaling-reps" => sc.repetitions = val().parse().unwrap_or_else(|_| die("--scaling-reps: not a number")),
             "--scaling-questions" => {
                 sc.questions = Some(val().parse().unwrap_or_else(|_| die("--scaling-questions: not a number")))
+            }
+            "--watermark-prompts" => {
+                wm.prompts = Some(val().parse().unwrap_or_else(|_| die("--watermark-prompts: not a number")))
             }
             "--corpus" => {
                 let v = val();
@@ -166,6 +180,9 @@ fn parse_args() -> Args {
     }
     if scaling_part {
         a.scaling = Some(sc);
+    }
+    if watermark_part {
+        a.watermark = Some(wm);
     }
     a
 }
@@ -808,6 +825,7 @@ fn load_average() -> String {
 const DECODE_TITLE: &str = "## Decoding on llama.cpp";
 const TOOLS_TITLE: &str = "## Tool calling";
 const SCALING_TITLE: &str = "## Inference-time scaling";
+const WATERMARK_TITLE: &str = "## Watermark detection";
 
 /// A section of a report, from its title (a prefix of its heading) to the next `## `
 /// heading or the end.
@@ -829,7 +847,7 @@ const MASKS_KEPT: &str =
 /// already passes its bullet on).
 fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
     let start = report.find("\n## ")? + 1;
-    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE]
+    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE]
         .iter()
         .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
         .filter(|&i| i >= start)
@@ -1316,8 +1334,8 @@ fn main() {
     let mut results = Vec::new();
     for v in args.vocabs.iter().filter(|_| args.gbnf) {
         let (name, vocab) = match v.as_str() {
-            "smollm2" => ("SmolLM2-135M", stencil_mask::vocab::fixtures::smollm2().0),
-            "gemma3" => ("Gemma 3 270M", stencil_mask::vocab::fixtures::gemma3().0),
+            "smollm2" => ("SmolLM2-135M", stencil_test_support::fixtures::smollm2().0),
+            "gemma3" => ("Gemma 3 270M", stencil_test_support::fixtures::gemma3().0),
             other => die(&format!("unknown vocabulary {other} (smollm2, gemma3)")),
         };
         results.push(run_vocab(name, vocab, &sources, &args));
@@ -1326,6 +1344,7 @@ fn main() {
     let decode_section = args.decode.then(|| decode::run(&repo_root(), &decode::DecodeArgs::default()));
     let tools_section = args.tools.then(|| tools::run(&repo_root()));
     let scaling_section = args.scaling.as_ref().map(|sc| scaling::run(&repo_root(), sc));
+    let watermark_section = args.watermark.as_ref().map(|w| watermark::run(&repo_root(), w));
     if !args.gbnf {
         notes.clear();
     }
@@ -1346,9 +1365,12 @@ fn main() {
             kept_masks = Some(bullet);
         }
     }
-    for (section, title) in
-        [(decode_section, DECODE_TITLE), (tools_section, TOOLS_TITLE), (scaling_section, SCALING_TITLE)]
-    {
+    for (section, title) in [
+        (decode_section, DECODE_TITLE),
+        (tools_section, TOOLS_TITLE),
+        (scaling_section, SCALING_TITLE),
+        (watermark_section, WATERMARK_TITLE),
+    ] {
         match section {
             Some(s) => md.push_str(&with_provenance(&s, title)),
             None => {
