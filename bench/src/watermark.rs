@@ -3,7 +3,8 @@
 //! temperatures, free text and under a JSON schema.
 //!
 //! Every text of a cell (one per prompt of `fixtures/watermark/prompts.txt`) is decoded
-//! together in one [`BatchDecoder`]; the watermarked and the plain runs use the same seeds.
+//! together in one [`BatchDecoder`](stencil_runtime::BatchDecoder); the watermarked and the
+//! plain runs use the same seeds.
 //! Each text is tested twice with the key: as `stencil watermark detect` sees it (the text
 //! re-tokenized by the model's tokenizer, every token scored), and with the generation's own
 //! tokens, leaving out those that had no choice (forced by the grammar, or the single allowed
