@@ -7,7 +7,8 @@
 # both real models (free, Stencil's masks, llama.cpp's own GBNF sampler); then the
 # tool-calling evaluation (multi-stage, one grammar, unconstrained); then inference-time
 # scaling (N samples decoded together vs N sequential generations on both models, greedy
-# vs self-consistency on fixtures/scaling/arithmetic.jsonl). Writes BENCHMARKS.md at the
+# vs self-consistency on fixtures/scaling/arithmetic.jsonl); then watermark detection (true
+# and false positives, both models, free and under a schema). Writes BENCHMARKS.md at the
 # repo root; the sections of parts not rerun are kept from the previous BENCHMARKS.md
 # (the GBNF and JSON Schema ones when neither of those two parts is rerun).
 #
@@ -17,6 +18,7 @@
 #   scripts/bench.sh --parts decode           # only decoding on llama.cpp (about 3 minutes)
 #   scripts/bench.sh --parts tools            # only the tool-calling evaluation (about 5 minutes)
 #   scripts/bench.sh --parts scaling          # only inference-time scaling (about 20 minutes)
+#   scripts/bench.sh --parts watermark        # only watermark detection rates (about 20 minutes)
 #   scripts/bench.sh --help                   # the options
 #
 # The bench crate (bench/, package stencil-bench) is a workspace member outside
