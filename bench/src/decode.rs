@@ -117,33 +117,31 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
         let mut drafted = model.session(&options).expect("session");
         drafted.attach_draft(&model).expect("the same vocabulary");
         let draft_model = Some(stencil_runtime::Speculation::draft_model());
-        for temperature in [0.0, 0.7] {
-            let t = if temperature == 0.0 { "" } else { ", T=0.7" };
+        let modes = [
+            (
+                0.0,
+                None,
+                "Stencil JSON Schema mask + fast-forward + prompt lookup",
+                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens)",
+            ),
+            (
+                0.7,
+                Some("Stencil JSON Schema mask + fast-forward, T=0.7"),
+                "Stencil JSON Schema mask + fast-forward + prompt lookup, T=0.7",
+                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens), T=0.7",
+            ),
+        ];
+        for (temperature, plain, lookup, draft) in modes {
             request.params.temperature = temperature;
             request.params.seed = Some(7);
             request.speculation = None;
-            if temperature > 0.0 {
-                rows.push(stencil_row(
-                    &mut session,
-                    "Stencil JSON Schema mask + fast-forward, T=0.7",
-                    request.clone(),
-                    true,
-                ));
+            if let Some(mode) = plain {
+                rows.push(stencil_row(&mut session, mode, request.clone(), true));
             }
             request.speculation = Some(stencil_runtime::Speculation::prompt_lookup());
-            let mode = if temperature == 0.0 {
-                "Stencil JSON Schema mask + fast-forward + prompt lookup"
-            } else {
-                "Stencil JSON Schema mask + fast-forward + prompt lookup, T=0.7"
-            };
-            rows.push(stencil_row(&mut session, mode, request.clone(), true));
+            rows.push(stencil_row(&mut session, lookup, request.clone(), true));
             request.speculation = draft_model.clone();
-            let mode = if t.is_empty() {
-                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens)"
-            } else {
-                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens), T=0.7"
-            };
-            rows.push(stencil_row(&mut drafted, mode, request.clone(), true));
+            rows.push(stencil_row(&mut drafted, draft, request.clone(), true));
         }
         request.params.temperature = 0.0;
         request.speculation = None;

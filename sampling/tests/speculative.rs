@@ -7,24 +7,13 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use stencil_sampling::speculative::{verify, Verdict};
+use stencil_sampling::speculative::{draw, verify, Verdict};
 use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
 
 const VOCAB: usize = 10;
 const DRAWS: usize = 100_000;
 const TARGET: [f32; VOCAB] = [1.0, 0.2, 0.8, -0.3, 0.5, 0.0, 0.3, -0.5, 0.6, 0.1];
 const DRAFT: [f32; VOCAB] = [0.1, 0.9, -0.2, 0.7, 0.0, 0.6, -0.4, 0.4, 0.2, 0.8];
-
-fn draw(dist: &[(u32, f64)], u: f64) -> u32 {
-    let mut target = u;
-    for &(t, p) in dist {
-        if target < p {
-            return t;
-        }
-        target -= p;
-    }
-    dist.last().expect("a distribution").0
-}
 
 /// One continuation of `len` tokens by speculative sampling with drafts of `k` tokens.
 fn speculate(
@@ -43,7 +32,7 @@ fn speculate(
         let mut proposals = Vec::new();
         for _ in 0..k {
             let q = draft.distribution(&DRAFT, mask, &drafted);
-            let d = draw(&q, rng.gen());
+            let d = draw(&q, rng.gen()).expect("q is not empty");
             drafted.push(d);
             proposals.push((d, q));
         }
@@ -62,7 +51,7 @@ fn speculate(
         }
         if all_accepted {
             let p = target.distribution(&TARGET, mask, &history);
-            history.push(draw(&p, target.uniform()));
+            history.push(draw(&p, target.uniform()).expect("p is not empty"));
         }
     }
     history.tokens()[start..start + len].to_vec()
