@@ -52,6 +52,8 @@ pub struct Options {
 pub struct Overrides {
     pub temperature: Option<f32>,
     pub top_k: Option<u32>,
+    /// Contrastive search's α.
+    pub penalty_alpha: Option<f32>,
     pub top_p: Option<f32>,
     pub min_p: Option<f32>,
     pub repetition_penalty: Option<f32>,
@@ -75,7 +77,7 @@ impl Overrides {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { p.$field = v; } )* };
         }
-        set!(temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty);
+        set!(temperature, top_k, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty, penalty_alpha);
         set!(no_repeat_ngram_size, max_tokens);
         if self.seed.is_some() {
             p.seed = self.seed;
@@ -130,12 +132,12 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
     let beams = opts.beams.unwrap_or(0);
     let samples = opts.selection.as_ref().map_or(1, crate::scaling::Selection::n);
-    let session_options = SessionOptions {
-        n_ctx: opts.n_ctx,
-        n_threads: threads,
-        n_seq_max: (2 * beams).max(samples).max(1) as u32,
-        ..Default::default()
-    };
+    let session_options = session_options(&request, opts.n_ctx, threads, beams, samples);
+    if beams > 0 && request.params.contrastive().is_some() {
+        return Err(CliError::Usage(
+            "contrastive search (--penalty-alpha) and --beams are two different searches".into(),
+        ));
+    }
     let draft = match &opts.draft_model {
         Some(path) => Some(load_model(path, opts.quiet)?),
         None => None,
@@ -202,6 +204,12 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
             describe_stop(&record.stop_reason),
         );
     }
+    if let (Some(c), false) = (&record.contrastive, opts.quiet) {
+        eprintln!(
+            "contrastive search (alpha {}, k {}): {} candidate steps, {} candidate rows, scoring {:.1} ms",
+            c.penalty_alpha, c.top_k, c.candidate_steps, c.candidate_rows, c.scoring_ms
+        );
+    }
     if let (Some(spec), false) = (&record.speculation, opts.quiet) {
         eprintln!(
             "{}: {} of {} drafted tokens accepted ({:.0} %), {:.2} tokens per forward pass",
@@ -216,6 +224,27 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
         append_line(log, &record.to_json_line())?;
     }
     Ok(check_output(&generation.text, !generation.stop_reason.is_cut(), schema))
+}
+
+/// A session for `request`: sequences for `samples` (each with its contrastive candidates)
+/// or `beams` (two each), and hidden states when the request uses contrastive search.
+pub(crate) fn session_options(
+    request: &GenerateRequest,
+    n_ctx: u32,
+    threads: u32,
+    beams: usize,
+    samples: usize,
+) -> SessionOptions {
+    let contrastive = request.params.contrastive();
+    // Contrastive search: a KV sequence per candidate and one for the losers' cells.
+    let per_sample = 1 + contrastive.map_or(0, |(_, k)| k + 1);
+    SessionOptions {
+        n_ctx,
+        n_threads: threads,
+        n_seq_max: (2 * beams).max(samples * per_sample).max(1) as u32,
+        embeddings: contrastive.is_some(),
+        ..Default::default()
+    }
 }
 
 /// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.

@@ -11,6 +11,7 @@ mod accepts;
 mod check;
 mod convert;
 mod error;
+mod experiment;
 mod generate;
 mod models;
 mod rng;
@@ -157,6 +158,14 @@ enum Command {
     /// Watermark detection: `stencil watermark detect --key K FILE` tests texts for the
     /// greenlist watermark of `generate --watermark-key K`.
     Watermark(watermark::WatermarkArgs),
+    /// Run a decoding experiment: the prompts of FILE through its presets on its models,
+    /// several seeds each; writes every output with its generation record (samples.jsonl),
+    /// the metrics (repetition, diversity, distinct-n, self-BLEU, length, parse and valid
+    /// rates) per model, prompt and preset, SVG charts and report.md into --out.
+    #[command(
+        after_help = "Example:\n  stencil experiment fixtures/experiments/decoding.toml --out examples/experiment"
+    )]
+    Experiment(experiment::ExperimentArgs),
 }
 
 #[derive(Args, Debug)]
@@ -189,8 +198,8 @@ struct GenerateArgs {
     /// The GGUF model (default: $STENCIL_MODEL, else SmolLM2-135M-Instruct from the cache).
     #[arg(long, short = 'm', value_name = "FILE")]
     model: Option<PathBuf>,
-    /// A decoding preset: extractor-greedy (default), chat-nucleus, creative, or one from
-    /// --presets.
+    /// A decoding preset: extractor-greedy (default), chat-nucleus, creative, contrastive,
+    /// or one from --presets.
     #[arg(long, value_name = "NAME")]
     preset: Option<String>,
     /// A TOML file of presets ([preset.NAME] tables of sampling parameters).
@@ -199,9 +208,16 @@ struct GenerateArgs {
     /// Softmax temperature; 0 is greedy.
     #[arg(long, value_name = "T", allow_negative_numbers = true)]
     temperature: Option<f32>,
-    /// Keep the K most likely tokens (0: off).
+    /// Keep the K most likely tokens (0: off); with --penalty-alpha, contrastive search's
+    /// candidates per step.
     #[arg(long, value_name = "K")]
     top_k: Option<u32>,
+    /// Contrastive search (Su et al. 2022): among the --top-k most likely allowed tokens,
+    /// pick the one maximizing (1 - A) * p - A * (its hidden state's largest cosine
+    /// similarity with those of the text so far). Deterministic; A = 0 or --top-k 1 is
+    /// greedy. The `contrastive` preset is A = 0.6, K = 4.
+    #[arg(long, visible_alias = "contrastive", value_name = "A", conflicts_with_all = ["beams", "speculate", "draft_model"])]
+    penalty_alpha: Option<f32>,
     /// Keep the smallest set of tokens whose probability reaches P (1: off).
     #[arg(long, value_name = "P", allow_negative_numbers = true)]
     top_p: Option<f32>,
@@ -411,6 +427,7 @@ impl GenerateArgs {
             overrides: generate::Overrides {
                 temperature: self.temperature,
                 top_k: self.top_k,
+                penalty_alpha: self.penalty_alpha,
                 top_p: self.top_p,
                 min_p: self.min_p,
                 repetition_penalty: self.repetition_penalty,
@@ -682,6 +699,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => validate::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Watermark(a) => watermark::run(a),
+        Command::Experiment(a) => experiment::run(a),
     };
     match result {
         Ok(code) => code,

@@ -26,6 +26,7 @@ use llama_cpp_2::token::LlamaToken;
 use stencil_mask::{bitmask, Matcher, Vocabulary};
 use stencil_sampling::{speculative, Sampler, SamplingError, SamplingParams, TokenHistory};
 
+use crate::contrastive::Search;
 use crate::draft::{self, DraftStart};
 use crate::error::{Result, RuntimeError};
 use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
@@ -114,6 +115,8 @@ struct Sequence {
     reserved: usize,
     stop: Option<StopReason>,
     stats: Stats,
+    /// Contrastive search's state, when the request asks for it.
+    contrastive: Option<Search>,
 }
 
 /// What a sequence's record reports, gathered as it runs.
@@ -233,14 +236,28 @@ impl<'m> BatchDecoder<'_, 'm> {
         if matches!(request.speculation, Some(Speculation::DraftModel(_))) && self.session.draft.is_none() {
             return Err(RuntimeError::NoDraftModel);
         }
+        let contrastive = request.params.contrastive();
+        if contrastive.is_some() {
+            if !self.session.options.embeddings {
+                return Err(RuntimeError::ContrastiveNeedsEmbeddings);
+            }
+            if request.speculation.is_some() {
+                return Err(RuntimeError::ContrastiveUnsupported("speculative decoding"));
+            }
+        }
+        // Contrastive search takes KV sequences for its candidates, and a cell per candidate
+        // and token.
+        let k = contrastive.map_or(0, |(_, k)| k);
+        let extra_seqs = if k > 0 { Search::sequences(k) } else { 0 };
         let max_tokens = request.params.max_tokens as usize;
         let prompt = self.session.prompt_tokens(&request.prompt, max_tokens)?;
         let n_ctx = self.session.ctx.n_ctx() as usize;
         // A lone sequence may run into the end of the context (it then stops with
         // `ContextFull`); sequences that share it must all fit.
         let lone = n == 1 && self.live.is_empty();
-        let cells = (prompt.len() + n * max_tokens).min(if lone { n_ctx } else { usize::MAX });
-        if n == 0 || n > self.free_seqs.len() || self.reserved + cells > n_ctx {
+        let per_sample = max_tokens * (1 + k);
+        let cells = (prompt.len() + n * per_sample).min(if lone { n_ctx } else { usize::MAX });
+        if n == 0 || n * (1 + extra_seqs) > self.free_seqs.len() || self.reserved + cells > n_ctx {
             return Err(RuntimeError::TooManySequences {
                 n,
                 free: self.free_seqs.len(),
@@ -258,6 +275,10 @@ impl<'m> BatchDecoder<'_, 'm> {
         }
         let request = Arc::new(request.clone());
         let seqs: Vec<i32> = (0..n).map(|_| self.free_seqs.pop().expect("checked above")).collect();
+        let mut aux: Vec<Vec<i32>> =
+            (0..n).map(|_| (0..extra_seqs).map(|_| self.free_seqs.pop().expect("checked above")).collect()).collect();
+        // Contrastive search compares with the prompt's hidden states too.
+        let mut prompt_hidden = contrastive.map(|_| Vec::new());
 
         // The prompt into the first sequence, the first mask alongside.
         let _span = tracing::debug_span!("prefill", prompt_tokens = prompt.len(), samples = n).entered();
@@ -265,11 +286,12 @@ impl<'m> BatchDecoder<'_, 'm> {
         let mut mask = bitmask::new_mask(vocab.mask_width());
         let (prefill, first_mask) = std::thread::scope(|s| {
             let worker = s.spawn(|| timed_fill(matcher.as_mut(), &mut mask));
-            (self.session.prefill_seq(seqs[0], &prompt), join(worker.join()))
+            (self.session.prefill_seq_with(seqs[0], &prompt, prompt_hidden.as_mut()), join(worker.join()))
         });
         let cached = match prefill {
             Ok(cached) => cached,
             Err(e) => {
+                self.free_seqs.extend(aux.iter().flatten().rev());
                 self.free_seqs.extend(seqs.iter().rev());
                 return Err(e);
             }
@@ -286,6 +308,10 @@ impl<'m> BatchDecoder<'_, 'm> {
         for (i, &seq) in seqs.iter().enumerate() {
             let mut params = request.params.clone();
             params.seed = Some(sample_seed(base_seed, i));
+            if contrastive.is_some() {
+                // Deterministic: candidates by probability at temperature 1, no truncation.
+                params.temperature = 0.0;
+            }
             let handle = self.next_handle;
             self.next_handle += 1;
             handles.push(handle);
@@ -319,7 +345,7 @@ impl<'m> BatchDecoder<'_, 'm> {
                 room_in_batch: 0,
                 n_past: prompt.len(),
                 logits_index,
-                reserved: if i == 0 { cells - (n - 1) * max_tokens } else { max_tokens },
+                reserved: if i == 0 { cells - (n - 1) * per_sample } else { per_sample },
                 stop: None,
                 stats: Stats {
                     started_at,
@@ -330,10 +356,13 @@ impl<'m> BatchDecoder<'_, 'm> {
                     mask: first_mask_time,
                     ..Stats::default()
                 },
+                contrastive: contrastive.map(|(alpha, _)| {
+                    Search::new(alpha, std::mem::take(&mut aux[i]), prompt_hidden.clone().unwrap_or_default())
+                }),
             };
             // Its first text reaches the caller at the next step (after it has the handle).
             let logits = self.session.ctx.get_logits_ith(logits_index);
-            let result = sequence.sample_next(logits, &vocab, n_ctx, self.capacity(self.live.len() + n));
+            let result = sequence.next(logits, &vocab, n_ctx, self.capacity(self.live.len() + n));
             sequence.fail_on(result);
             self.live.push(sequence);
         }
@@ -395,18 +424,20 @@ impl<'m> BatchDecoder<'_, 'm> {
         while from < self.live.len() {
             let mut to = from;
             let mut rows = 0;
-            while to < self.live.len() && (to == from || rows + self.live[to].pending.len() <= capacity) {
-                rows += self.live[to].pending.len();
+            while to < self.live.len() && (to == from || rows + self.live[to].rows() <= capacity) {
+                rows += self.live[to].rows();
                 to += 1;
             }
             self.forward(from..to)?;
             let room = self.capacity(self.live.len());
             for s in &mut self.live[from..to] {
                 if s.error.is_none() {
-                    let ctx = &self.session.ctx;
-                    let result = if s.draft.is_empty() {
-                        s.sample_next(ctx.get_logits_ith(s.logits_index), &vocab, n_ctx, room)
+                    let result = if s.contrastive.as_ref().is_some_and(Search::has_candidates) {
+                        s.contrastive_step(self.session, &vocab, n_ctx, room)
+                    } else if s.draft.is_empty() {
+                        s.next(self.session.ctx.get_logits_ith(s.logits_index), &vocab, n_ctx, room)
                     } else {
+                        let ctx = &self.session.ctx;
                         let rows: Vec<&[f32]> = s.check_rows.iter().map(|&r| ctx.get_logits_ith(r)).collect();
                         s.verify(&rows, &vocab, n_ctx, room).map(|rejected| {
                             // The rejected drafts' cells go; sequence 0's cache forgets them.
@@ -443,6 +474,13 @@ impl<'m> BatchDecoder<'_, 'm> {
         let session = &mut *self.session;
         session.batch.clear();
         for s in &mut self.live[range.clone()] {
+            if let Some(search) = s.contrastive.as_mut() {
+                if search.has_candidates() {
+                    search.add_to_batch(&mut session.ctx, &mut session.batch, s.seq, s.n_past)?;
+                    continue;
+                }
+                search.chain_row = session.batch.n_tokens();
+            }
             // Logits for the last token, or, with a draft, at each of its checkpoints.
             let step_len = s.pending.len() - s.draft.len();
             let checkpoints = if s.draft.is_empty() { Vec::new() } else { s.draft.checkpoints() };
@@ -466,7 +504,8 @@ impl<'m> BatchDecoder<'_, 'm> {
         let _span = tracing::debug_span!("forward", rows = session.batch.n_tokens(), sequences = group.len()).entered();
         let (decoded, waited) = std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
-                for s in group.iter_mut() {
+                // (A candidate step's mask depends on the winner: it is filled after.)
+                for s in group.iter_mut().filter(|s| !s.contrastive.as_ref().is_some_and(Search::has_candidates)) {
                     let filled = timed_fill(s.matcher.as_mut(), &mut s.mask);
                     match filled.and_then(|t| Ok(t + s.fill_draft_masks()?)) {
                         Ok(t) => s.stats.mask += t,
@@ -481,6 +520,10 @@ impl<'m> BatchDecoder<'_, 'm> {
         });
         decoded?;
         for s in group.iter_mut() {
+            if let Some(search) = s.contrastive.as_mut().filter(|c| !c.has_candidates()) {
+                let start = search.chain_row;
+                search.extend_context(&session.ctx, start..start + s.pending.len() as i32)?;
+            }
             if s.seq == 0 {
                 session.cached.extend_from_slice(&s.pending);
             }
@@ -507,6 +550,9 @@ impl<'m> BatchDecoder<'_, 'm> {
             let s = self.live.swap_remove(i);
             self.reserved -= s.reserved;
             self.release_seq(s.seq);
+            for seq in s.contrastive.iter().flat_map(Search::seqs) {
+                self.release_seq(seq);
+            }
             let handle = s.handle;
             out.push((handle, s.finish(self.session, on_text)));
         }
@@ -533,7 +579,10 @@ impl<'m> BatchDecoder<'_, 'm> {
 impl Drop for BatchDecoder<'_, '_> {
     fn drop(&mut self) {
         // Sequences left unfinished free their cells (sequence 0 keeps its prompt cache).
-        let live = std::mem::take(&mut self.live).into_iter().map(|s| s.seq);
+        let live = std::mem::take(&mut self.live).into_iter().flat_map(|s| {
+            let aux: Vec<i32> = s.contrastive.iter().flat_map(Search::seqs).collect();
+            std::iter::once(s.seq).chain(aux)
+        });
         for seq in live.chain(std::mem::take(&mut self.stale_seqs)).filter(|&s| s != 0) {
             let _ = self.session.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
         }
@@ -541,6 +590,131 @@ impl Drop for BatchDecoder<'_, '_> {
 }
 
 impl Sequence {
+    /// Batch rows its next forward pass takes.
+    fn rows(&self) -> usize {
+        match &self.contrastive {
+            Some(search) if search.has_candidates() => search.rows(),
+            _ => self.pending.len(),
+        }
+    }
+
+    /// The next step from `logits` (this sequence's row): a sampled token, or contrastive
+    /// search's candidates.
+    fn next(&mut self, logits: &[f32], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<()> {
+        if self.contrastive.is_some() {
+            self.contrastive_next(logits, vocab, n_ctx, room_in_batch)
+        } else {
+            self.sample_next(logits, vocab, n_ctx, room_in_batch)
+        }
+    }
+
+    /// Contrastive search: the `top_k` most likely allowed tokens become the next forward
+    /// pass's candidates (one allowed token is taken as it is).
+    fn contrastive_next(
+        &mut self,
+        logits: &[f32],
+        vocab: &Vocabulary,
+        n_ctx: usize,
+        room_in_batch: usize,
+    ) -> Result<()> {
+        let mut mask = std::mem::take(&mut self.mask);
+        let go_on = self.before_sampling(&mut mask, vocab);
+        let t = Instant::now();
+        let mut candidates = Vec::new();
+        if go_on {
+            let step_mask = step_mask(self.matcher.is_some(), self.free_mask.as_deref(), &mask);
+            let k = self.contrastive.as_ref().map_or(1, Search::top_k);
+            candidates = self.sampler.top_logprobs(logits, step_mask, &self.history, k);
+            if candidates.is_empty() {
+                // As in sampling: when bias or penalties removed every allowed token, the
+                // grammar wins with its most likely token.
+                let token = step_mask.and_then(|m| masked_argmax(logits, m)).ok_or(SamplingError::NoCandidates)?;
+                self.stats.fallback_steps += 1;
+                candidates.push((token, f64::NAN));
+            }
+        }
+        self.mask = mask;
+        self.stats.sample += t.elapsed();
+        match candidates.len() {
+            0 => Ok(()),
+            1 => {
+                let (token, logprob) = candidates[0];
+                self.take(token, logprob.is_finite().then_some(logprob), vocab, n_ctx, room_in_batch)
+            }
+            _ => {
+                if let Some(search) = self.contrastive.as_mut() {
+                    search.set_candidates(candidates);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// After a candidate step's forward pass: the winner joins the sequence (its KV cell
+    /// and hidden state are kept), then the tokens the grammar forces after it are queued,
+    /// or, with none, the next candidates come from the winner's logits.
+    fn contrastive_step(
+        &mut self,
+        session: &mut Session<'_>,
+        vocab: &Vocabulary,
+        n_ctx: usize,
+        room: usize,
+    ) -> Result<()> {
+        let Some(search) = self.contrastive.as_mut() else { return Ok(()) };
+        let winner = search.keep_winner(&mut session.ctx, self.seq, self.n_past)?;
+        self.n_past += 1;
+        if self.seq == 0 {
+            session.cached.push(winner.token);
+        }
+        self.take(winner.token, Some(winner.logprob), vocab, n_ctx, room)?;
+        // The winner is in the KV cache already: what is left to evaluate is what follows it.
+        if !self.pending.is_empty() {
+            self.pending.remove(0);
+        }
+        if self.stop.is_some() || !self.pending.is_empty() {
+            return Ok(());
+        }
+        self.stats.mask += timed_fill(self.matcher.as_mut(), &mut self.mask)?;
+        self.contrastive_next(session.ctx.get_logits_ith(winner.row), vocab, n_ctx, room)
+    }
+
+    /// Takes `token` as this step's choice: EOS ends the sequence, any other token
+    /// continues it ([`continue_with`](Self::continue_with)).
+    fn take(&mut self, token: u32, logprob: Option<f64>, vocab: &Vocabulary, n_ctx: usize, room: usize) -> Result<()> {
+        if let Some(lp) = logprob {
+            self.stats.logprob_sum += lp;
+            self.stats.sampled += 1;
+        }
+        if vocab.is_eos(token) {
+            self.stop = Some(StopReason::Eos);
+            return Ok(());
+        }
+        self.continue_with(token, logprob, vocab, n_ctx, room)
+    }
+
+    /// The stop checks before a sampled position (length, grammar complete; EOS cleared
+    /// from `mask` with `ignore_eos`): false when the sequence stops here.
+    fn before_sampling(&mut self, mask: &mut [u32], vocab: &Vocabulary) -> bool {
+        let params = &self.request.params;
+        if self.stats.decode_start.is_none() {
+            self.stats.decode_start = Some(Instant::now());
+        }
+        if self.tokens.len() >= params.max_tokens as usize {
+            self.stop = Some(StopReason::Length);
+            return false;
+        }
+        if let Some(m) = &self.matcher {
+            if m.must_end() {
+                self.stop = Some(StopReason::GrammarComplete);
+                return false;
+            }
+            if params.ignore_eos {
+                clear_eos(mask, vocab);
+            }
+        }
+        true
+    }
+
     /// Samples from `logits` (this sequence's row) and queues the sampled token, the tokens
     /// the grammar forces after it and a draft, or sets why the sequence stops.
     fn sample_next(&mut self, logits: &[f32], vocab: &Vocabulary, n_ctx: usize, room_in_batch: usize) -> Result<()> {
@@ -564,26 +738,11 @@ impl Sequence {
         vocab: &Vocabulary,
         proposal: Option<(u32, &[(u32, f64)])>,
     ) -> Result<Option<(u32, Option<f64>)>> {
-        let params = &self.request.params;
-        if self.stats.decode_start.is_none() {
-            self.stats.decode_start = Some(Instant::now());
-        }
-        if self.tokens.len() >= params.max_tokens as usize {
-            self.stop = Some(StopReason::Length);
+        if !self.before_sampling(mask, vocab) {
             return Ok(None);
         }
-        if let Some(m) = &self.matcher {
-            if m.must_end() {
-                self.stop = Some(StopReason::GrammarComplete);
-                return Ok(None);
-            }
-            if params.ignore_eos {
-                clear_eos(mask, vocab);
-            }
-        }
         let t = Instant::now();
-        let step_mask =
-            if self.matcher.is_some() { Some(&mask[..]) } else { self.free_mask.as_deref().map(|m| &m[..]) };
+        let step_mask = step_mask(self.matcher.is_some(), self.free_mask.as_deref(), mask);
         if self.matcher.is_some() && bitmask::count(mask) == 1 {
             self.stats.single_choice_steps += 1;
         }
@@ -813,7 +972,7 @@ impl Sequence {
         let unsent = &mut self.unsent;
         let text = out.finish(&mut |p: &str| unsent.push_str(p), &stop_reason);
         self.send(on_text);
-        let Sequence { request, sampler, tokens, logprobs, stats, .. } = self;
+        let Sequence { request, sampler, tokens, logprobs, stats, contrastive, .. } = self;
         let now = Instant::now();
         let start = stats.start.unwrap_or(now);
         let decode_time = stats.decode_start.map_or(Duration::ZERO, |d| now - d);
@@ -822,6 +981,7 @@ impl Sequence {
         let evaluated = stats.prompt_tokens - stats.cached_prompt_tokens;
         let mut params = request.params.clone();
         params.seed = Some(sampler.seed());
+        // (A contrastive sequence's sampler runs at temperature 0; the record keeps the request's.)
         let record = GenerationRecord {
             started_at: stats.started_at,
             model: session.model.info().clone(),
@@ -839,6 +999,7 @@ impl Sequence {
             single_choice_steps: stats.single_choice_steps,
             mean_logprob: (stats.sampled > 0).then(|| stats.logprob_sum / stats.sampled as f64),
             speculation: request.speculation.is_some().then(|| stats.speculation.finish()),
+            contrastive: contrastive.map(|c| c.stats),
             timings: Timings {
                 prefill_ms: ms(stats.prefill),
                 decode_ms: ms(decode_time),
@@ -872,6 +1033,16 @@ fn draw(
         Some(speculative::Verdict::Accepted) => Ok(drafted),
         Some(speculative::Verdict::Replaced(token)) => Ok(token),
         None => Err(SamplingError::NoCandidates),
+    }
+}
+
+/// The mask a sampled position uses: the grammar's (with a matcher), or free text's fixed
+/// one (`ignore_eos`), or none.
+fn step_mask<'a>(grammar: bool, free_mask: Option<&'a Vec<u32>>, mask: &'a [u32]) -> Option<&'a [u32]> {
+    if grammar {
+        Some(mask)
+    } else {
+        free_mask.map(|m| &m[..])
     }
 }
 

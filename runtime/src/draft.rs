@@ -63,6 +63,7 @@ impl<'m> Session<'m> {
         same_vocabulary(self.model.vocab(), draft.vocab())?;
         let options = SessionOptions {
             n_ctx: self.options.n_ctx + DRAFT_CELLS_PER_SEQUENCE * self.options.n_seq_max.max(1),
+            embeddings: false,
             ..self.options.clone()
         };
         let ctx = draft.context(&options)?;

@@ -60,6 +60,15 @@ pub enum RuntimeError {
     SpeculationUnsupported(&'static str),
     #[error("beam search: {0}")]
     Beam(String),
+    /// Contrastive search on a session without hidden states.
+    #[error(
+        "contrastive search needs the model's hidden states: open the session with SessionOptions::embeddings \
+         (the CLI does when --penalty-alpha is set)"
+    )]
+    ContrastiveNeedsEmbeddings,
+    /// Contrastive search combined with what it cannot run with.
+    #[error("contrastive search does not combine with {0}")]
+    ContrastiveUnsupported(&'static str),
 }
 
 /// Shorthand for results of this crate.

@@ -7,7 +7,9 @@
 //! what ran. [`Session::generate_n`] decodes N samples of one request together, and a
 //! [`BatchDecoder`] any set of sequences (one llama.cpp batch per step, each sequence with
 //! its own matcher, sampler and stop state). [`Session::beam_search`] keeps several beams,
-//! each inside the grammar.
+//! each inside the grammar. Contrastive search (`SamplingParams::penalty_alpha`, on a
+//! session with [`SessionOptions::embeddings`]) runs in the same loop, each step's
+//! candidates scored in one batch.
 //!
 //! ```no_run
 //! use stencil_runtime::{GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
@@ -26,6 +28,7 @@ mod baseline;
 mod batch;
 mod beam;
 mod chat;
+mod contrastive;
 mod draft;
 mod error;
 mod model;
@@ -38,6 +41,7 @@ pub use baseline::BaselineRun;
 pub use batch::{sample_seed, BatchDecoder, SequenceHandle};
 pub use beam::{Beam, BeamParams};
 pub use chat::{ChatMessage, ChatTemplate};
+pub use contrastive::{contrastive_pick, contrastive_score, max_cosine, ContrastiveStats};
 pub use error::{Result, RuntimeError};
 pub use model::{Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
 pub use select::{

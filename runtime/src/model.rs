@@ -4,7 +4,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -44,14 +44,19 @@ pub struct SessionOptions {
     /// on shared or busy machines: llama.cpp's threads spin-wait for each other, and a
     /// descheduled thread stalls every step.
     pub n_threads: u32,
-    /// Parallel sequences (beam search needs two per beam), default 1.
+    /// Parallel sequences (beam search needs two per beam; contrastive search one per
+    /// candidate, plus one), default 1.
     pub n_seq_max: u32,
+    /// Hidden states for every evaluated token (llama.cpp's embeddings, pooling none), as
+    /// contrastive search needs. Default false: every evaluated token then also gets its
+    /// logits, which costs a little on long prompts.
+    pub embeddings: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        SessionOptions { n_ctx: 4096, n_batch: 512, n_threads: cores, n_seq_max: 1 }
+        SessionOptions { n_ctx: 4096, n_batch: 512, n_threads: cores, n_seq_max: 1, embeddings: false }
     }
 }
 
@@ -213,7 +218,7 @@ impl Model {
     /// A llama.cpp context for `options` (unified KV cache).
     pub(crate) fn context(&self, options: &SessionOptions) -> Result<LlamaContext<'_>> {
         let threads = i32::try_from(options.n_threads.max(1)).unwrap_or(1);
-        let params = LlamaContextParams::default()
+        let mut params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(options.n_ctx.max(16)))
             .with_n_batch(options.n_batch.max(1))
             .with_n_ubatch(options.n_batch.max(1))
@@ -221,6 +226,9 @@ impl Model {
             .with_kv_unified(true)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
+        if options.embeddings {
+            params = params.with_embeddings(true).with_pooling_type(LlamaPoolingType::None);
+        }
         self.llama.new_context(backend()?, params).map_err(|e| RuntimeError::Context(e.to_string()))
     }
 }

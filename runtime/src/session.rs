@@ -111,6 +111,11 @@ impl<'m> Session<'m> {
         self.model
     }
 
+    /// The options the session was opened with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
     /// Generates text for `request`, calling `on_text` with each piece of output as soon
     /// as it is final (valid UTF-8, never part of a stop string). One sequence of the
     /// multi-sequence loop ([`crate::BatchDecoder`]).
@@ -145,7 +150,21 @@ impl<'m> Session<'m> {
     /// the last prompt token with its logits requested. Returns how many prompt tokens were
     /// reused. Other sequences are left as they are.
     pub(crate) fn prefill_seq(&mut self, seq: i32, prompt: &[u32]) -> Result<usize> {
+        self.prefill_seq_with(seq, prompt, None)
+    }
+
+    /// [`prefill_seq`](Self::prefill_seq); with `hidden`, no prefix is reused and the hidden
+    /// state of every prompt token is appended to it as a unit vector (contrastive search).
+    pub(crate) fn prefill_seq_with(
+        &mut self,
+        seq: i32,
+        prompt: &[u32],
+        mut hidden: Option<&mut Vec<f32>>,
+    ) -> Result<usize> {
         let mut keep = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        if hidden.is_some() {
+            keep = 0;
+        }
         // The last prompt token is always evaluated again, for its logits.
         keep = keep.min(prompt.len() - 1);
         if seq == 0 {
@@ -164,6 +183,9 @@ impl<'m> Session<'m> {
         let chunk = self.options.n_batch.max(1) as usize;
         for (i, piece) in prompt[keep..].chunks(chunk).enumerate() {
             self.decode_seq(seq, keep + i * chunk, piece)?;
+            if let Some(hidden) = hidden.as_deref_mut() {
+                crate::contrastive::push_unit_rows(&self.ctx, 0..piece.len() as i32, hidden)?;
+            }
         }
         Ok(keep)
     }

@@ -113,6 +113,9 @@ pub struct GenerationRecord {
     /// accepted length (`None` when the request did not speculate). Tokens per target
     /// forward pass: `generated_tokens / forward_passes`.
     pub speculation: Option<crate::speculate::SpeculationStats>,
+    /// Contrastive search: its α and k, candidate steps and rows (the model's extra work),
+    /// scoring time (`None` when the request did not use it).
+    pub contrastive: Option<crate::contrastive::ContrastiveStats>,
     pub timings: Timings,
 }
 

@@ -87,6 +87,19 @@ pub struct SamplingParams {
     /// serializes as `"<redacted>"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watermark: Option<WatermarkParams>,
+    /// Contrastive search (Su et al. 2022; Hugging Face's `penalty_alpha`): with `α > 0` and
+    /// `top_k > 1`, each step picks, among the `top_k` most likely allowed tokens `v`, the
+    /// one maximizing `(1 − α)·p(v) − α·max_j cos(h_v, h_j)` over the hidden states `h_j` of
+    /// the prompt and output so far. Decoding is then deterministic: temperature, top-p and
+    /// min-p do not apply (bias, penalties and the grammar's mask do). The decode runtime
+    /// runs it (the sampler itself ignores it); `α = 0` or `top_k <= 1` is greedy decoding.
+    /// Default 0.0 = off; must be in `[0, 1]`. Absent from the serialized form when off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub penalty_alpha: f32,
+}
+
+fn is_zero(x: &f32) -> bool {
+    *x == 0.0
 }
 
 impl Default for SamplingParams {
@@ -106,6 +119,7 @@ impl Default for SamplingParams {
             stop: Vec::new(),
             ignore_eos: false,
             watermark: None,
+            penalty_alpha: 0.0,
         }
     }
 }
@@ -127,6 +141,22 @@ impl SamplingParams {
         self.temperature == 0.0
     }
 
+    /// The contrastive search this asks for: `(penalty_alpha, top_k)` when `α > 0` and
+    /// `top_k > 1`; `None` otherwise (with `α = 0` or one candidate, contrastive search
+    /// is greedy decoding).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use stencil_sampling::SamplingParams;
+    /// let p = SamplingParams { penalty_alpha: 0.6, top_k: 4, ..SamplingParams::default() };
+    /// assert_eq!(p.contrastive(), Some((0.6, 4)));
+    /// assert_eq!(SamplingParams { top_k: 1, ..p.clone() }.contrastive(), None);
+    /// ```
+    pub fn contrastive(&self) -> Option<(f32, usize)> {
+        (self.penalty_alpha > 0.0 && self.top_k > 1).then_some((self.penalty_alpha, self.top_k as usize))
+    }
+
     /// Checks every field's range.
     ///
     /// # Errors
@@ -135,7 +165,7 @@ impl SamplingParams {
     /// infinite or negative `temperature`, `top_p` outside `(0, 1]`, `min_p` outside
     /// `[0, 1]`, a `repetition_penalty` that is not finite and `> 0`, a non-finite
     /// frequency or presence penalty or bias, an empty stop string, a watermark that
-    /// [`WatermarkParams::validate`] rejects.
+    /// [`WatermarkParams::validate`] rejects, a `penalty_alpha` outside `[0, 1]`.
     ///
     /// # Example
     ///
@@ -180,6 +210,13 @@ impl SamplingParams {
         }
         if let Some(w) = &self.watermark {
             w.validate()?;
+        }
+        if !(0.0..=1.0).contains(&self.penalty_alpha) {
+            return Err(SamplingError::invalid(
+                "penalty_alpha",
+                self.penalty_alpha,
+                "expected 0 <= penalty_alpha <= 1",
+            ));
         }
         Ok(())
     }

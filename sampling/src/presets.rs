@@ -37,6 +37,9 @@ pub const EXTRACTOR_GREEDY: &str = "extractor-greedy";
 pub const CHAT_NUCLEUS: &str = "chat-nucleus";
 /// Temperature 1.0, top-p 0.95, min-p 0.05: the model's own distribution, minus the tail.
 pub const CREATIVE: &str = "creative";
+/// Contrastive search with Su et al.'s setting, `penalty_alpha` 0.6 and `top_k` 4: the
+/// probable token least like the context, against greedy's repetition (deterministic).
+pub const CONTRASTIVE: &str = "contrastive";
 
 /// A set of named decoding presets.
 ///
@@ -55,7 +58,7 @@ pub const CREATIVE: &str = "creative";
 /// assert_eq!(presets.get("extractor-greedy")?.temperature, 0.0); // built-ins stay
 ///
 /// let err = presets.get("tres").unwrap_err();
-/// assert_eq!(err.to_string(), "unknown preset `tres` (known: chat-nucleus, creative, extractor-greedy, terse)");
+/// assert_eq!(err.to_string(), "unknown preset `tres` (known: chat-nucleus, contrastive, creative, extractor-greedy, terse)");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -64,13 +67,15 @@ pub struct Presets {
 }
 
 impl Presets {
-    /// The built-in presets: [`EXTRACTOR_GREEDY`], [`CHAT_NUCLEUS`], [`CREATIVE`].
+    /// The built-in presets: [`EXTRACTOR_GREEDY`], [`CHAT_NUCLEUS`], [`CREATIVE`],
+    /// [`CONTRASTIVE`].
     pub fn builtin() -> Presets {
         let d = SamplingParams::default;
         let presets = BTreeMap::from([
             (EXTRACTOR_GREEDY.to_string(), SamplingParams::greedy()),
             (CHAT_NUCLEUS.to_string(), SamplingParams { temperature: 0.7, top_p: 0.9, ..d() }),
             (CREATIVE.to_string(), SamplingParams { temperature: 1.0, top_p: 0.95, min_p: 0.05, ..d() }),
+            (CONTRASTIVE.to_string(), SamplingParams { penalty_alpha: 0.6, top_k: 4, ..SamplingParams::greedy() }),
         ]);
         Presets { presets }
     }
@@ -199,6 +204,7 @@ struct FilePreset {
     stop: Option<Vec<String>>,
     ignore_eos: Option<bool>,
     watermark: Option<WatermarkParams>,
+    penalty_alpha: Option<f32>,
 }
 
 impl FilePreset {
@@ -226,6 +232,7 @@ impl FilePreset {
         if self.watermark.is_some() {
             p.watermark.clone_from(&self.watermark);
         }
+        set(&mut p.penalty_alpha, &self.penalty_alpha);
     }
 }
 
@@ -240,7 +247,7 @@ mod tests {
     #[test]
     fn builtins_are_valid() {
         let presets = Presets::builtin();
-        assert_eq!(presets.names().collect::<Vec<_>>(), [CHAT_NUCLEUS, CREATIVE, EXTRACTOR_GREEDY]);
+        assert_eq!(presets.names().collect::<Vec<_>>(), [CHAT_NUCLEUS, CONTRASTIVE, CREATIVE, EXTRACTOR_GREEDY]);
         for (_, params) in presets.iter() {
             params.validate().unwrap();
         }
@@ -280,6 +287,7 @@ mod tests {
             ignore_eos: true,
             // Serialized redacted, so tested apart (`a_preset_carries_a_watermark`).
             watermark: None,
+            penalty_alpha: 0.4,
         };
         // Serialize the map keys as TOML wants them (strings) via JSON.
         let value: toml::Value = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
@@ -331,7 +339,7 @@ mod tests {
         assert!(err("[presets.a]\n").contains("presets"));
         assert_eq!(
             err("[preset.a]\nbase = \"nope\"\n"),
-            "preset `a`: unknown base `nope` (known: a, chat-nucleus, creative, extractor-greedy)"
+            "preset `a`: unknown base `nope` (known: a, chat-nucleus, contrastive, creative, extractor-greedy)"
         );
         assert_eq!(
             err("[preset.a]\nbase = \"b\"\n[preset.b]\nbase = \"a\"\n"),

@@ -122,8 +122,8 @@ pub struct SamplingFields {
     /// `{"include_usage": true}`: a last chunk with the token counts.
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    /// Extension: a named sampling preset (`extractor-greedy`, `chat-nucleus`, `creative`);
-    /// the fields given override it.
+    /// Extension: a named sampling preset (`extractor-greedy`, `chat-nucleus`, `creative`;
+    /// not `contrastive`, which is not served); the fields given override it.
     #[serde(default)]
     pub preset: Option<String>,
     /// Extension: a GBNF grammar the output must follow (start rule `root`).

@@ -439,6 +439,13 @@ fn prepare(
         }
         None => SamplingParams::default(),
     };
+    if params.contrastive().is_some() {
+        // Its sessions would need hidden states for every request; not served yet.
+        return Err(ApiError::invalid(
+            "contrastive search is not served; use `stencil generate --penalty-alpha` or another preset",
+            Some("preset"),
+        ));
+    }
     macro_rules! set {
         ($($field:ident),*) => { $( if let Some(v) = s.$field { params.$field = v; } )* };
     }
@@ -697,5 +704,7 @@ mod tests {
         assert_eq!((p.params.temperature, p.params.top_p, p.preset.as_deref()), (0.7, 0.5, Some("chat-nucleus")));
         let p = chat(serde_json::json!({"messages": user("x")})).unwrap();
         assert_eq!((p.params.temperature, p.max_tokens), (1.0, None));
+        let err = chat(serde_json::json!({"messages": user("x"), "preset": "contrastive"})).unwrap_err();
+        assert!(err.to_string().contains("contrastive search is not served"), "{err}");
     }
 }
