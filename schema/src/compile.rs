@@ -53,11 +53,36 @@ pub(crate) struct Diagnostics {
     mode: Mode,
     warnings: Vec<Unenforced>,
     warned: std::collections::HashSet<(String, String)>,
+    /// What made the grammar narrower than the schema (lenient mode's narrowings, and the
+    /// values cut at `max_indent_depth`): with any, a grammar of no value does not mean a
+    /// schema of no value.
+    narrowings: Vec<Unenforced>,
 }
 
 impl Diagnostics {
     /// A keyword the grammar does not enforce: error in strict mode, warning in lenient.
     pub(crate) fn unenforced(&mut self, keyword: &str, pointer: &str, reason: &str) -> Result<(), SchemaError> {
+        self.note(keyword, pointer, reason, false)
+    }
+
+    /// A keyword the grammar enforces more narrowly than the schema (some valid values are
+    /// not generated): error in strict mode, warning in lenient mode, remembered either way
+    /// so that a grammar left with no value is not reported as a schema with none.
+    pub(crate) fn narrowed(&mut self, keyword: &str, pointer: &str, reason: &str) -> Result<(), SchemaError> {
+        self.note(keyword, pointer, reason, true)
+    }
+
+    /// A narrowing that an option asks for (no warning): values nested deeper than
+    /// `max_indent_depth` under indentation.
+    pub(crate) fn cut(&mut self, pointer: &str, reason: &str) {
+        if !self.narrowings.iter().any(|n| n.pointer == pointer && n.reason == reason) {
+            let u =
+                Unenforced { keyword: "indent".into(), pointer: pointer.into(), reason: reason.into(), narrows: true };
+            self.narrowings.push(u);
+        }
+    }
+
+    fn note(&mut self, keyword: &str, pointer: &str, reason: &str, narrows: bool) -> Result<(), SchemaError> {
         match self.mode {
             Mode::Strict => Err(SchemaError::UnsupportedKeyword {
                 keyword: keyword.into(),
@@ -65,12 +90,12 @@ impl Diagnostics {
                 reason: reason.into(),
             }),
             Mode::Lenient => {
+                let u = Unenforced { keyword: keyword.into(), pointer: pointer.into(), reason: reason.into(), narrows };
+                if narrows && !self.narrowings.contains(&u) {
+                    self.narrowings.push(u.clone());
+                }
                 if self.warned.insert((keyword.to_string(), pointer.to_string())) {
-                    self.warnings.push(Unenforced {
-                        keyword: keyword.into(),
-                        pointer: pointer.into(),
-                        reason: reason.into(),
-                    });
+                    self.warnings.push(u);
                 }
                 Ok(())
             }
@@ -102,7 +127,7 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         out,
         style,
         memo: Memo::default(),
-        diag: Diagnostics { mode: opts.mode, warnings: Vec::new(), warned: Default::default() },
+        diag: Diagnostics { mode: opts.mode, warnings: Vec::new(), warned: Default::default(), narrowings: Vec::new() },
         budget: Budget { start: Instant::now(), depth: 0 },
     };
     let root = {
@@ -122,6 +147,10 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
     match root? {
         Some(Expr::Rule(id)) => ctx.out.g.root = id,
         Some(e) => ctx.out.g.root = ctx.out.g.add_rule("root", e),
+        // No value: the schema's own doing only when nothing was narrowed.
+        None if !ctx.diag.narrowings.is_empty() => {
+            return Err(SchemaError::Narrowed { pointer: String::new(), narrowings: ctx.diag.narrowings })
+        }
         None => {
             return Err(SchemaError::Unsatisfiable {
                 pointer: String::new(),
@@ -183,6 +212,11 @@ impl<'o> Ctx<'o> {
         let ptr = conj.iter().next().map(|m| self.loc.ptr(m.0)).unwrap_or_default();
         self.check_budget(&ptr)?;
         if self.style.indent.is_some() && depth > self.opts.max_indent_depth {
+            let reason = format!(
+                "values nested deeper than {} levels are not generated (max_indent_depth)",
+                self.opts.max_indent_depth
+            );
+            self.diag.cut(&ptr, &reason);
             self.remember(conj, depth, None);
             return Ok(None);
         }

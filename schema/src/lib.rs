@@ -78,6 +78,7 @@ mod emit;
 mod escape;
 mod formats;
 mod hirset;
+mod keyset;
 mod locate;
 mod memo;
 mod node;
@@ -358,12 +359,22 @@ pub struct Unenforced {
     pub pointer: String,
     /// What part of the keyword is not enforced.
     pub reason: String,
+    /// Whether the grammar is narrower here (it refuses some valid values, such as keys it
+    /// does not generate) rather than wider (the keyword left to post-hoc validation).
+    pub narrows: bool,
 }
 
 impl std::fmt::Display for Unenforced {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "`{}` at {} is not enforced: {}", self.keyword, display_pointer(&self.pointer), self.reason)
     }
+}
+
+/// The narrowings as `keyword` at pointer: reason, joined by "; ".
+fn list_narrowings(n: &[Unenforced]) -> String {
+    let v: Vec<String> =
+        n.iter().map(|u| format!("`{}` at {}: {}", u.keyword, display_pointer(&u.pointer), u.reason)).collect();
+    v.join("; ")
 }
 
 fn display_pointer(p: &str) -> String {
@@ -434,6 +445,16 @@ pub enum SchemaError {
         pointer: String,
         /// Why.
         reason: String,
+    },
+    /// No value is left once the grammar's narrowings apply (lenient mode): the schema
+    /// itself may admit values, but every one of them is among those the listed narrowings
+    /// refuse. [`SchemaError::Unsatisfiable`] is for a schema that admits none.
+    #[error("the grammar of the schema at {} admits no value once narrowed (the schema itself may admit some): {}", display_pointer(.pointer), list_narrowings(.narrowings))]
+    Narrowed {
+        /// JSON pointer of the subschema.
+        pointer: String,
+        /// The narrowings of this compile (each with [`Unenforced::narrows`] set).
+        narrowings: Vec<Unenforced>,
     },
     /// Compiling exceeded one of the [`SchemaLimits`].
     #[error("compiling the schema at {} exceeded a limit: {reason}", display_pointer(.pointer))]

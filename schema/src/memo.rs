@@ -35,6 +35,9 @@ pub(crate) struct Memo {
     /// [`Ctx::key_minus_declared`]), by pattern and those names.
     pub(crate) pattern_keys: HashMap<(String, Vec<String>), Option<Expr>>,
     matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
+    /// Product automata of key languages (see [`Ctx::exact_extras`]), by the languages'
+    /// sources (`None`: past a limit).
+    pub(crate) key_products: HashMap<Vec<String>, Option<Rc<crate::keyset::Product>>>,
     /// Escaped contents of strings of one pattern or format (is format, source, length
     /// bounds), built once per compile.
     pub(crate) string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,

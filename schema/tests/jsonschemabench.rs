@@ -7,17 +7,24 @@
 //! (`$STENCIL_CONFORMANCE_STEP`, default 1: all), prints the counts and writes the table to
 //! `$CARGO_TARGET_TMPDIR/jsonschemabench-summary.md`. Asserts: no panics, and no invalid
 //! instance accepted by the mask of a schema compiled without warnings (soundness).
+//!
+//! Every valid instance the mask refuses is put in one category, and the run prints their
+//! table: the fixed property order (the instance is accepted when the schema is compiled
+//! with `PropertyOrder::Any`), the fixed order beyond `PropertyOrder::Any`'s limit (the
+//! `Any` compile keeps schema order for that object: likely, not checked), a narrowing (the
+//! compile's narrowing warnings, each named by keyword and reason), or other.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stencil_mask::{CompiledGrammar, Limits};
 
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(20);
-use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
+use stencil_schema::{compile_schema, validate, PropertyOrder, Registry, SchemaOptions, Unenforced};
 use stencil_test_support::{corpus, fixtures};
 
 #[derive(Default, Debug, Clone)]
@@ -39,6 +46,60 @@ struct Row {
     max_compile: Duration,
 }
 
+/// The engine's compile, with tighter limits than the defaults and a wall-clock cap (a
+/// thread left behind on timeout: the engine has no cancellation). `Err(true)`: a panic,
+/// `Err(false)`: a timeout; `Ok(None)`: the engine refused the grammar.
+fn engine_compile(
+    g: &stencil_grammar::Grammar,
+    vocab: &Arc<stencil_mask::Vocabulary>,
+) -> Result<Option<Arc<CompiledGrammar>>, bool> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let g = g.clone();
+    let v = vocab.clone();
+    std::thread::spawn(move || {
+        let limits = Limits { max_nfa_states: 300_000, max_automaton_states: 100_000, ..Limits::default() };
+        let r = catch_unwind(AssertUnwindSafe(|| CompiledGrammar::with_limits(&g, v, limits)));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(ENGINE_TIMEOUT) {
+        Err(_) => Err(false),
+        Ok(Err(_)) => Err(true),
+        Ok(Ok(r)) => Ok(r.ok()),
+    }
+}
+
+/// A narrowing's name in the refusal table: keyword and reason, the reason cut before its
+/// particulars (names, counts in parentheses).
+fn narrowing_name(u: &Unenforced) -> String {
+    let reason = u.reason.split([':', '(']).next().unwrap_or("").trim_end();
+    format!("`{}`: {reason}", u.keyword)
+}
+
+/// Why a valid instance is refused (see the module docs). `any_order`: the schema's
+/// compile with `PropertyOrder::Any` (computed once per schema, on the first refusal).
+fn refusal_category(
+    text: &str,
+    lenient: &stencil_schema::CompiledSchema,
+    any_order: &Option<(Option<Arc<CompiledGrammar>>, bool)>,
+    tok: &stencil_mask::vocab::Tokenizer,
+) -> String {
+    if let Some((Some(g), _)) = any_order {
+        if corpus::mask_accepts(g, tok, text) {
+            return "fixed property order".into();
+        }
+    }
+    let mut narrowings: Vec<String> = lenient.warnings.iter().filter(|w| w.narrows).map(narrowing_name).collect();
+    narrowings.sort();
+    narrowings.dedup();
+    if !narrowings.is_empty() {
+        return format!("narrowing: {}", narrowings.join(" + "));
+    }
+    if any_order.as_ref().is_some_and(|(_, beyond)| *beyond) {
+        return "fixed property order, probably (more declared names than PropertyOrder::Any takes)".into();
+    }
+    "other".into()
+}
+
 #[test]
 fn jsonschemabench() {
     let step: usize = match std::env::var("STENCIL_CONFORMANCE_STEP") {
@@ -48,7 +109,11 @@ fn jsonschemabench() {
     let root = corpus::jsonschemabench_dir();
     let (vocab, tok) = fixtures::smollm2();
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    // The slowest compiles (strict and lenient, mean of the two), to keep the tail visible.
+    let mut slow: Vec<(Duration, String)> = Vec::new();
     let mut unsound = Vec::new();
+    // Valid instances refused, by category (see the module docs).
+    let mut refused: BTreeMap<String, usize> = BTreeMap::new();
     let mut subsets: Vec<_> =
         std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     subsets.sort();
@@ -70,6 +135,7 @@ fn jsonschemabench() {
             let lenient =
                 catch_unwind(AssertUnwindSafe(|| compile_schema(schema, &SchemaOptions::compact().lenient())));
             row.max_compile = row.max_compile.max(t0.elapsed() / 2);
+            slow.push((t0.elapsed() / 2, format!("{name}/{}", rel.display())));
             let (Ok(strict), Ok(lenient)) = (strict, lenient) else {
                 row.panics += 1;
                 eprintln!("PANIC compiling {name}/{}", rel.display());
@@ -88,35 +154,28 @@ fn jsonschemabench() {
             if std::env::var_os("STENCIL_VERBOSE").is_some() {
                 eprintln!("engine compile {name}/{} ({} rules)", rel.display(), lenient.grammar.rules.len());
             }
-            // The engine's compile, with tighter limits than the defaults and a wall-clock
-            // cap (a thread left behind on timeout: the engine has no cancellation).
-            let (tx, rx) = std::sync::mpsc::channel();
-            let g = lenient.grammar.clone();
-            let v = vocab.clone();
-            std::thread::spawn(move || {
-                let limits = Limits { max_nfa_states: 300_000, max_automaton_states: 100_000, ..Limits::default() };
-                let r = catch_unwind(AssertUnwindSafe(|| CompiledGrammar::with_limits(&g, v, limits)));
-                let _ = tx.send(r);
-            });
-            let engine = match rx.recv_timeout(ENGINE_TIMEOUT) {
-                Ok(r) => r,
-                Err(_) => {
+            let engine = match engine_compile(&lenient.grammar, &vocab) {
+                Ok(Some(e)) => e,
+                Ok(None) => {
+                    if std::env::var_os("STENCIL_VERBOSE").is_some() {
+                        eprintln!("{name}/{}: the engine refused the grammar", rel.display());
+                    }
+                    continue;
+                }
+                Err(false) => {
                     row.engine_timeouts += 1;
                     eprintln!("engine compile timed out: {name}/{}", rel.display());
                     continue;
                 }
-            };
-            let Ok(engine) = engine else {
-                row.panics += 1;
-                eprintln!("PANIC in the engine for {name}/{}", rel.display());
-                continue;
-            };
-            let Ok(engine) = engine else {
-                if std::env::var_os("STENCIL_VERBOSE").is_some() {
-                    eprintln!("{name}/{}: engine: {}", rel.display(), engine.unwrap_err());
+                Err(true) => {
+                    row.panics += 1;
+                    eprintln!("PANIC in the engine for {name}/{}", rel.display());
+                    continue;
                 }
-                continue;
             };
+            // The `PropertyOrder::Any` compile, for the refusal table (on the first refusal),
+            // and whether it kept schema order somewhere.
+            let mut any_order: Option<(Option<Arc<CompiledGrammar>>, bool)> = None;
             row.engine_ok += 1;
             for test in doc["tests"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
                 let data = &test["data"];
@@ -127,8 +186,32 @@ fn jsonschemabench() {
                     row.valid += 1;
                     if accepted {
                         row.valid_accepted += 1;
-                    } else if std::env::var_os("STENCIL_VERBOSE").is_some() {
-                        eprintln!("valid rejected: {name}/{}: {}", rel.display(), &text[..text.len().min(200)]);
+                    } else {
+                        if any_order.is_none() {
+                            let opts = SchemaOptions {
+                                property_order: PropertyOrder::Any,
+                                ..SchemaOptions::compact().lenient()
+                            };
+                            any_order = Some(match catch_unwind(AssertUnwindSafe(|| compile_schema(schema, &opts))) {
+                                Ok(Ok(c)) => {
+                                    let beyond = c
+                                        .warnings
+                                        .iter()
+                                        .any(|w| w.reason.starts_with("property order Any is not applied"));
+                                    (engine_compile(&c.grammar, &vocab).ok().flatten(), beyond)
+                                }
+                                _ => (None, false),
+                            });
+                        }
+                        let category = refusal_category(&text, &lenient, &any_order, &tok);
+                        if std::env::var_os("STENCIL_VERBOSE").is_some() {
+                            eprintln!(
+                                "valid rejected ({category}): {name}/{}: {}",
+                                rel.display(),
+                                &text[..text.len().min(200)]
+                            );
+                        }
+                        *refused.entry(category).or_default() += 1;
                     }
                 } else {
                     row.invalid += 1;
@@ -174,6 +257,19 @@ fn jsonschemabench() {
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("jsonschemabench-summary.md");
     std::fs::write(&out, &table).unwrap();
     println!("wrote {}", out.display());
+    let mut refusals = String::from("| why a valid instance is refused | instances |\n|---|---|\n");
+    let mut by_count: Vec<(&String, &usize)> = refused.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (why, n) in by_count {
+        writeln!(refusals, "| {why} | {n} |").unwrap();
+    }
+    writeln!(refusals, "| **all** | {} |", refused.values().sum::<usize>()).unwrap();
+    println!("Valid instances refused, by category:\n{refusals}");
+    slow.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let slowest: Vec<String> = slow.iter().take(8).map(|(t, f)| format!("{f} {} ms", t.as_millis())).collect();
+    println!("Slowest compiles: {}", slowest.join(", "));
+    std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("jsonschemabench-refusals.md"), &refusals)
+        .unwrap();
     for u in &unsound {
         println!("UNSOUND {u}");
     }

@@ -68,9 +68,13 @@ fn run(draft_dir: &str, draft: Draft) {
                     })
                 }
             };
-            // A schema that admits no value: every instance is rejected (the engine has no
-            // grammar for the empty language, so the compiler says so instead).
-            let unsatisfiable = matches!(compiled, Err(stencil_schema::SchemaError::Unsatisfiable { .. }));
+            // A schema that admits no value, or a grammar left with none by a narrowing:
+            // every instance is rejected (the engine has no grammar for the empty language,
+            // so the compiler says so instead).
+            let unsatisfiable = matches!(
+                compiled,
+                Err(stencil_schema::SchemaError::Unsatisfiable { .. } | stencil_schema::SchemaError::Narrowed { .. })
+            );
             let (grammar, warnings) = match compiled {
                 Ok(c) => match CompiledGrammar::new(&c.grammar, vocab.clone()) {
                     Ok(g) => (Some(g), c.warnings),

@@ -138,19 +138,24 @@ fn whole_numbers_with_a_zero_fraction() {
     assert!(!corpus::mask_accepts(&g, &tok, "1.0"));
 }
 
-/// Extra properties the grammar does not generate are said, never silently left out
-/// (Handwritten/notnames9: `propertyNames` and `patternProperties` together).
+/// Extra properties are generated exactly, or said, never silently left out
+/// (Handwritten/notnames9: `propertyNames` and `patternProperties` together; keys matching
+/// no pattern, allowed by the absent additionalProperties; issue 29).
 #[test]
-fn extra_properties_left_out_are_said() {
+fn extra_properties_exact_or_said() {
     let both =
         json!({"type": "object", "propertyNames": {"pattern": "^a"}, "patternProperties": {"7": {"type": "object"}}});
-    let c = compile_schema(&both, &SchemaOptions::compact().lenient()).unwrap();
-    assert!(!c.warnings.is_empty());
-    assert!(matches!(compile_schema(&both, &SchemaOptions::compact()), Err(SchemaError::UnsupportedKeyword { .. })));
-    // Keys matching no pattern, allowed by the absent additionalProperties.
+    let c = compile_schema(&both, &SchemaOptions::compact()).unwrap();
+    assert!(c.warnings.is_empty());
+    check(both, &[(r#"{"a7":{}}"#, true), (r#"{"a7":1}"#, false), (r#"{"ab":1}"#, true), (r#"{"b":1}"#, false)]);
     let unmatched = json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}});
-    let c = compile_schema(&unmatched, &SchemaOptions::compact().lenient()).unwrap();
-    assert!(c.warnings.iter().any(|w| w.keyword == "additionalProperties"), "{:?}", c.warnings);
+    assert!(compile_schema(&unmatched, &SchemaOptions::compact()).is_ok());
+    check(unmatched, &[(r#"{"y":1}"#, true), (r#"{"x-a":1}"#, false), (r#"{"x-a":"s"}"#, true)]);
+    // A key language past the limits: left out, and said.
+    let big = json!({"type": "object", "patternProperties": {"^a{1,30000}$": {"type": "string"}}});
+    let c = compile_schema(&big, &SchemaOptions::compact().lenient()).unwrap();
+    assert!(c.warnings.iter().any(|w| w.keyword == "additionalProperties" && w.narrows), "{:?}", c.warnings);
+    assert!(matches!(compile_schema(&big, &SchemaOptions::compact()), Err(SchemaError::UnsupportedKeyword { .. })));
     // With additionalProperties false nothing is left out.
     let closed =
         json!({"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": false});

@@ -48,7 +48,7 @@ impl<'o> Ctx<'o> {
             Mode::Lenient => {
                 let reason =
                     format!("property order Any is not applied ({why}): key order is fixed to schema order here");
-                self.diag.unenforced("properties", &pointer, &reason)?;
+                self.diag.narrowed("properties", &pointer, &reason)?;
                 Ok(false)
             }
         }

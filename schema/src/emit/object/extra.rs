@@ -1,6 +1,10 @@
 //! Extra properties of an object: the key language (from `patternProperties`,
 //! `propertyNames`, or any string) less the declared names, and the value schema each key
-//! gets (`additionalProperties`, `unevaluatedProperties`, the pattern's schema).
+//! gets (`additionalProperties`, `unevaluatedProperties`, the pattern's schema). Keys of
+//! several patterns, of patterns in several subschemas, matching no pattern, or under
+//! patterns and `propertyNames` together are built exactly from the patterns' product
+//! automaton ([`crate::keyset`]: one key language per conjunction of value schemas); the
+//! direct forms are for one language, and the fallback past the product's limits.
 //!
 //! Invariant: an extra key never equals a declared name (the chain writes those), and a
 //! key language that cannot be built exactly is left out with a warning, never widened.
@@ -57,6 +61,14 @@ impl<'o> Ctx<'o> {
                 return Ok(None);
             }
         }
+        // Where the forms below would narrow or widen (keys of several patterns or under
+        // several subschemas, keys matching no pattern, patterns and propertyNames
+        // together), the exact form, when its languages can be built.
+        if self.exact_needed(members)? {
+            if let Some(extras) = self.exact_extras(members, declared, cd)? {
+                return Ok(extras);
+            }
+        }
         for member in members {
             let MemberObj { sid, patterns, additional, unevaluated, property_names, .. } = member;
             let add = additional.or(*unevaluated);
@@ -64,7 +76,7 @@ impl<'o> Ctx<'o> {
                 if pattern_member.is_some() {
                     // Two members with patternProperties: keep extras out (narrower, said).
                     let p = self.loc.ptr(*sid);
-                    self.diag.unenforced(
+                    self.diag.narrowed(
                         "patternProperties",
                         &p,
                         "extra properties under patternProperties of several subschemas are not generated",
@@ -84,7 +96,7 @@ impl<'o> Ctx<'o> {
                     Some(h) => {
                         if key_lang.is_some() {
                             let p = self.loc.ptr(*pn);
-                            self.diag.unenforced(
+                            self.diag.narrowed(
                                 "propertyNames",
                                 &p,
                                 "extra properties under several propertyNames are not generated",
@@ -99,7 +111,7 @@ impl<'o> Ctx<'o> {
                     }
                     None => {
                         let p = self.loc.ptr(*pn);
-                        self.diag.unenforced(
+                        self.diag.narrowed(
                             "propertyNames",
                             &p,
                             "extra properties under this propertyNames are not generated",
@@ -117,7 +129,7 @@ impl<'o> Ctx<'o> {
             // unless additionalProperties is false or a pattern matches every name.
             if key_lang.is_some() {
                 let p = self.loc.ptr(sid);
-                self.diag.unenforced(
+                self.diag.narrowed(
                     "patternProperties",
                     &p,
                     "extra properties under both patternProperties and propertyNames are not generated",
@@ -132,7 +144,7 @@ impl<'o> Ctx<'o> {
                 }
                 if !universal {
                     let p = self.loc.ptr(sid);
-                    self.diag.unenforced(
+                    self.diag.narrowed(
                         "additionalProperties",
                         &p,
                         "extra properties matching no patternProperties pattern are not generated",
@@ -170,6 +182,120 @@ impl<'o> Ctx<'o> {
         };
         let kv = seq(vec![key, sep, v]);
         Ok(Some(Expr::Rule(self.out.add_rule("extra-property", kv))))
+    }
+
+    /// Whether [`Self::extra_properties`]'s direct forms would not be exact: they are for
+    /// one `propertyNames` language, or one `patternProperties` pattern with
+    /// `additionalProperties: false` (or a pattern matching every key).
+    fn exact_needed(&mut self, members: &[MemberObj]) -> Result<bool, SchemaError> {
+        let with_patterns: Vec<&MemberObj> = members.iter().filter(|m| !m.patterns.is_empty()).collect();
+        let names = members.iter().filter(|m| m.property_names.is_some()).count();
+        Ok(match with_patterns.as_slice() {
+            [] => names > 1,
+            [m] => {
+                if names > 0 || m.patterns.len() > 1 {
+                    return Ok(true);
+                }
+                let add_false =
+                    m.additional.or(m.unevaluated).is_some_and(|a| *self.loc.schema(a) == Value::Bool(false));
+                let hir = self.pattern_hir(&m.patterns[0].0, |c| c.loc.ptr(m.sid))?;
+                !add_false && !crate::hirset::surely_universal(&hir)
+            }
+            _ => true,
+        })
+    }
+
+    /// Extra members by key language, exactly: the product automaton of every member's
+    /// `patternProperties` patterns and `propertyNames` languages ([`crate::keyset`]); each
+    /// key gets the conjunction of what applies to it in each member (the schemas of the
+    /// patterns it matches, else `additionalProperties`), keys outside a `propertyNames`
+    /// language none, and the keys sharing a conjunction are one language (complements,
+    /// intersections and differences of the patterns), less the declared names. `None`
+    /// when a language is past [`crate::keyset::KeyLimits`] or not of simple form (the
+    /// caller's narrower forms then, with their warnings).
+    fn exact_extras(
+        &mut self,
+        members: &[MemberObj],
+        declared: &[String],
+        cd: usize,
+    ) -> Result<Option<Option<Expr>>, SchemaError> {
+        // The languages, each with its member and, for a pattern, its schema.
+        let mut langs: Vec<std::rc::Rc<Hir>> = Vec::new();
+        let mut owners: Vec<(usize, Option<Sid>)> = Vec::new();
+        let mut sources: Vec<String> = Vec::new();
+        for (mi, m) in members.iter().enumerate() {
+            for (p, psid) in &m.patterns {
+                langs.push(self.pattern_hir(p, |c| c.loc.ptr(m.sid))?);
+                owners.push((mi, Some(*psid)));
+                sources.push(format!("pattern {p}"));
+            }
+            if let Some(pn) = m.property_names {
+                let Some(h) = self.simple_string_lang(pn)? else { return Ok(None) };
+                sources.push(format!("names {h:?}"));
+                langs.push(std::rc::Rc::new(h));
+                owners.push((mi, None));
+            }
+        }
+        let product = match self.memo.key_products.get(&sources) {
+            Some(p) => p.clone(),
+            None => {
+                let refs: Vec<&Hir> = langs.iter().map(|h| &**h).collect();
+                let p = crate::keyset::Product::new(&refs, crate::keyset::KeyLimits::default()).map(std::rc::Rc::new);
+                self.memo.key_products.insert(sources, p.clone());
+                p
+            }
+        };
+        let Some(product) = product else { return Ok(None) };
+        // The states by the conjunction their keys' values must satisfy.
+        let mut groups: Vec<(Conj, Vec<bool>)> = Vec::new();
+        let mut group_of: rustc_hash::FxHashMap<Conj, usize> = Default::default();
+        for s in 0..product.len() {
+            let v = product.member(s);
+            if owners.iter().zip(v).any(|((_, psid), &inside)| psid.is_none() && !inside) {
+                continue;
+            }
+            let mut c = Conj::new();
+            for (mi, m) in members.iter().enumerate() {
+                let mut matched = false;
+                for ((o, psid), &inside) in owners.iter().zip(v) {
+                    if let (true, true, Some(psid)) = (*o == mi, inside, psid) {
+                        c.insert((*psid, false));
+                        matched = true;
+                    }
+                }
+                if !matched {
+                    if let Some(a) = m.additional.or(m.unevaluated) {
+                        c.insert((a, false));
+                    }
+                }
+            }
+            let g = *group_of.entry(c.clone()).or_insert_with(|| {
+                groups.push((c, vec![false; product.len()]));
+                groups.len() - 1
+            });
+            groups[g].1[s] = true;
+        }
+        // Each group's keys first (all or nothing), then their values.
+        let mut keyed: Vec<(Conj, Hir)> = Vec::new();
+        for (c, accept) in groups {
+            let Some(lang) = product.language(&accept, crate::keyset::KeyLimits::default().hir_size) else {
+                return Ok(None);
+            };
+            if lang.properties().minimum_len().is_some() {
+                keyed.push((c, lang));
+            }
+        }
+        let sid = members[0].sid;
+        let sep = self.style.key_sep();
+        let mut alts = Vec::new();
+        for (c, lang) in keyed {
+            let Some(v) = self.value_rule(&c, cd, None)? else { continue };
+            let Some(key) = self.key_minus_declared(&lang, None, declared, sid, "patternProperties")? else {
+                continue;
+            };
+            alts.push(seq(vec![key, sep.clone(), v]));
+        }
+        Ok(Some(alt(alts).map(|kv| Expr::Rule(self.out.add_rule("extra-property", kv)))))
     }
 
     /// The keys (JSON strings, quotes included) of a key language without the declared
@@ -221,7 +347,7 @@ impl<'o> Ctx<'o> {
                 Some(m) => Some(escaped(self, &m)?),
                 None => {
                     let p = self.loc.ptr(sid);
-                    self.diag.unenforced(
+                    self.diag.narrowed(
                         keyword,
                         &p,
                         "extra names that a pattern shares with declared properties are not generated",

@@ -242,7 +242,7 @@ impl<'o> Ctx<'o> {
             for ((g, kw, p), idx) in absent_groups.iter().zip(&absent) {
                 if idx.iter().any(|i| relevant.iter().position(|r| r == i).is_none_or(|b| b >= 12)) {
                     let reason = format!("more than 12 properties to track: objects with the tracked names of {g:?} are refused even when an untracked one is absent");
-                    self.diag.unenforced(kw, p, &reason)?;
+                    self.diag.narrowed(kw, p, &reason)?;
                 }
             }
             if !deps.is_empty() {

@@ -1,0 +1,540 @@
+//! Key languages of several patterns at once, exactly: the product automaton of full-match
+//! character languages (`regex-syntax` HIRs without look-arounds, as
+//! [`crate::ecma::full_match_hir`] gives them), one DFA whose every state knows which of the
+//! languages the string read so far is in, and back from a set of its states to a HIR (the
+//! strings ending in one of them, by state elimination). Intersection, complement and
+//! difference are all "the states whose membership vector is this one": `extra.rs` asks for
+//! the keys of each combination of `patternProperties` patterns (and `propertyNames`).
+//!
+//! The DFA reads characters, not bytes: the columns are the intervals between every bound
+//! of every class and literal of the languages (the alphabet's partition), so each interval
+//! is wholly in or out of each class and a label is a union of intervals.
+//!
+//! Every step has a limit ([`KeyLimits`]); past one the answer is `None` and the caller
+//! keeps its narrower form (with its warning), never a wider one.
+
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
+use rustc_hash::FxHashMap as HashMap;
+
+/// The sizes that bound one product and its languages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyLimits {
+    /// NFA states of all the languages together (bounded repetitions are unrolled).
+    pub(crate) nfa_states: usize,
+    /// Intervals of the alphabet's partition.
+    pub(crate) columns: usize,
+    /// DFA states of the product.
+    pub(crate) dfa_states: usize,
+    /// HIR nodes of one language built back.
+    pub(crate) hir_size: usize,
+}
+
+impl Default for KeyLimits {
+    fn default() -> Self {
+        KeyLimits { nfa_states: 20_000, columns: 2_000, dfa_states: 2_000, hir_size: 20_000 }
+    }
+}
+
+/// The product DFA of some full-match languages: complete (the strings in none of them have
+/// a state too); state 0 is the start.
+#[derive(Debug)]
+pub(crate) struct Product {
+    /// The alphabet's partition: disjoint intervals covering every character, in order.
+    columns: Vec<(char, char)>,
+    /// `next[s * columns.len() + c]`: the state after reading a character of column `c`.
+    next: Vec<u32>,
+    /// `member[s][i]`: whether the strings ending in `s` are in language `i`.
+    member: Vec<Vec<bool>>,
+}
+
+const DEAD: u32 = u32::MAX;
+
+/// The most states of a minimal DFA turned back into a HIR: elimination is cubic, and the
+/// HIR of a larger one is past what the compile should spend (the complement of
+/// `^[0-9a-zA-Z_-]{1,255}$`, 257 states, is past what the engine's automaton holds; the
+/// complements of the BCP 47 tag patterns of OCDS schemas, up to 100 states, took 30 ms
+/// each, 0.7 s for one schema of the JSONSchemaBench dev split; at 40 they fall back, and
+/// that schema compiles in 57 ms).
+const MAX_ELIMINATED: usize = 40;
+
+impl Product {
+    /// The product of `langs`; `None` past a limit or on a HIR this does not handle.
+    pub(crate) fn new(langs: &[&Hir], limits: KeyLimits) -> Option<Product> {
+        let columns = partition(langs, limits.columns)?;
+        let mut nfa = Nfa { states: Vec::new(), columns: &columns, max: limits.nfa_states };
+        let start = nfa.push()?;
+        for (i, h) in langs.iter().enumerate() {
+            let (s, e) = nfa.build(h)?;
+            nfa.states[start as usize].eps.push(s);
+            nfa.states[e as usize].accept = Some(i);
+        }
+        let ncols = columns.len();
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+        let mut sets: Vec<Vec<u32>> = Vec::new();
+        let first = nfa.closure(vec![start]);
+        ids.insert(first.clone(), 0);
+        sets.push(first);
+        let mut next: Vec<u32> = Vec::new();
+        let mut member: Vec<Vec<bool>> = Vec::new();
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); ncols];
+        let mut s = 0;
+        while s < sets.len() {
+            let set = std::mem::take(&mut sets[s]);
+            let mut m = vec![false; langs.len()];
+            for &q in &set {
+                let st = &nfa.states[q as usize];
+                if let Some(i) = st.accept {
+                    m[i] = true;
+                }
+                if let Some((cols, t)) = &st.class {
+                    for &c in cols {
+                        buckets[c as usize].push(*t);
+                    }
+                }
+            }
+            member.push(m);
+            // An empty target set is a state too (the strings in none of the languages).
+            for b in buckets.iter_mut() {
+                let target = nfa.closure(std::mem::take(b));
+                let id = match ids.get(&target) {
+                    Some(&id) => id,
+                    None => {
+                        if ids.len() >= limits.dfa_states {
+                            return None;
+                        }
+                        let id = ids.len() as u32;
+                        ids.insert(target.clone(), id);
+                        sets.push(target);
+                        id
+                    }
+                };
+                next.push(id);
+            }
+            s += 1;
+        }
+        Some(Product { columns, next, member })
+    }
+
+    /// The number of states.
+    pub(crate) fn len(&self) -> usize {
+        self.member.len()
+    }
+
+    /// Which languages the strings ending in state `s` belong to.
+    pub(crate) fn member(&self, s: usize) -> &[bool] {
+        &self.member[s]
+    }
+
+    /// The strings ending in a state that `accept` keeps, as a full-match HIR (`fail` when
+    /// there is none); `None` when it would pass `max_size` HIR nodes.
+    pub(crate) fn language(&self, accept: &[bool], max_size: usize) -> Option<Hir> {
+        let n = self.len();
+        let ncols = self.columns.len();
+        // States from which an accepting one is reachable.
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for &t in &self.next[s * ncols..(s + 1) * ncols] {
+                if t != DEAD {
+                    rev[t as usize].push(s as u32);
+                }
+            }
+        }
+        let mut live = accept.to_vec();
+        let mut stack: Vec<usize> = (0..n).filter(|&s| accept[s]).collect();
+        while let Some(s) = stack.pop() {
+            for &p in &rev[s] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p as usize);
+                }
+            }
+        }
+        if !live[0] {
+            return Some(Hir::fail());
+        }
+        // Moore's minimization of the live part (dead targets as one class).
+        let mut class: Vec<u32> = (0..n).map(|s| if !live[s] { DEAD } else { accept[s] as u32 }).collect();
+        let mut count = 0;
+        loop {
+            let mut sigs: HashMap<Vec<u32>, u32> = HashMap::default();
+            let mut fresh = vec![DEAD; n];
+            for s in (0..n).filter(|&s| live[s]) {
+                let mut sig = Vec::with_capacity(ncols + 1);
+                sig.push(class[s]);
+                for &t in &self.next[s * ncols..(s + 1) * ncols] {
+                    sig.push(if t == DEAD { DEAD } else { class[t as usize] });
+                }
+                let k = sigs.len() as u32;
+                fresh[s] = *sigs.entry(sig).or_insert(k);
+            }
+            let c = sigs.len();
+            class = fresh;
+            if c == count {
+                break;
+            }
+            count = c;
+        }
+        if count > MAX_ELIMINATED {
+            return None;
+        }
+        // The minimal DFA's edges, labelled by unions of columns.
+        let start = class[0] as usize;
+        let mut accepting = vec![false; count];
+        let mut labels: Vec<HashMap<usize, Vec<usize>>> = vec![HashMap::default(); count];
+        let mut seen = vec![false; count];
+        for s in (0..n).filter(|&s| live[s]) {
+            let k = class[s] as usize;
+            accepting[k] |= accept[s];
+            if std::mem::replace(&mut seen[k], true) {
+                continue;
+            }
+            for (c, &t) in self.next[s * ncols..(s + 1) * ncols].iter().enumerate() {
+                if t != DEAD && live[t as usize] {
+                    labels[k].entry(class[t as usize] as usize).or_default().push(c);
+                }
+            }
+        }
+        // State elimination over the generalized automaton: states 0..count, then the new
+        // initial `count` and final `count + 1`.
+        let (init, fin) = (count, count + 1);
+        let mut edge: Vec<HashMap<usize, Hir>> = vec![HashMap::default(); count + 2];
+        for (k, ls) in labels.iter().enumerate() {
+            for (&t, cols) in ls {
+                let ranges = cols.iter().map(|&c| ClassUnicodeRange::new(self.columns[c].0, self.columns[c].1));
+                edge[k].insert(t, class_hir(ClassUnicode::new(ranges)));
+            }
+            if accepting[k] {
+                edge[k].insert(fin, Hir::empty());
+            }
+        }
+        edge[init].insert(start, Hir::empty());
+        let mut left: Vec<usize> = (0..count).collect();
+        while !left.is_empty() {
+            // The state with the fewest paths through it first.
+            let (pos, &k) = left
+                .iter()
+                .enumerate()
+                .min_by_key(|&(_, &k)| {
+                    let ins = (0..count + 2).filter(|&p| p != k && edge[p].contains_key(&k)).count();
+                    let outs = edge[k].keys().filter(|&&q| q != k).count();
+                    ins * outs
+                })
+                .expect("non-empty");
+            left.swap_remove(pos);
+            let out_k = std::mem::take(&mut edge[k]);
+            let loop_k = out_k.get(&k).map(star);
+            for p in 0..count + 2 {
+                let Some(into) = edge[p].remove(&k) else { continue };
+                let mut total = 0;
+                for (&q, to_q) in out_k.iter().filter(|(&q, _)| q != k) {
+                    let mut parts = vec![into.clone()];
+                    parts.extend(loop_k.clone());
+                    parts.push(to_q.clone());
+                    let path = Hir::concat(parts);
+                    let e = match edge[p].remove(&q) {
+                        Some(old) => Hir::alternation(vec![old, path]),
+                        None => path,
+                    };
+                    total += size(&e);
+                    edge[p].insert(q, e);
+                }
+                if total > max_size {
+                    return None;
+                }
+            }
+        }
+        Some(edge[init].remove(&fin).unwrap_or_else(Hir::fail))
+    }
+}
+
+fn star(h: &Hir) -> Hir {
+    Hir::repetition(Repetition { min: 0, max: None, greedy: true, sub: Box::new(h.clone()) })
+}
+
+/// A class, as a literal when it holds one character.
+fn class_hir(u: ClassUnicode) -> Hir {
+    match u.ranges() {
+        [r] if r.start() == r.end() => {
+            let mut buf = [0u8; 4];
+            Hir::literal(r.start().encode_utf8(&mut buf).as_bytes().to_vec())
+        }
+        _ => Hir::class(Class::Unicode(u)),
+    }
+}
+
+fn size(h: &Hir) -> usize {
+    match h.kind() {
+        HirKind::Repetition(r) => 1 + size(&r.sub),
+        HirKind::Capture(c) => 1 + size(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => 1 + v.iter().map(size).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// The character after `c`, skipping the surrogates; `None` after the last.
+fn succ(c: char) -> Option<char> {
+    match c {
+        '\u{D7FF}' => Some('\u{E000}'),
+        char::MAX => None,
+        _ => char::from_u32(c as u32 + 1),
+    }
+}
+
+fn unicode(c: &Class) -> Option<ClassUnicode> {
+    match c {
+        Class::Unicode(u) => Some(u.clone()),
+        Class::Bytes(b) => b.to_unicode_class(),
+    }
+}
+
+/// The coarsest partition of the characters into intervals that every class and literal
+/// character of `langs` is a union of; `None` past `max` intervals or on a HIR with an
+/// assertion or a non-UTF-8 part.
+fn partition(langs: &[&Hir], max: usize) -> Option<Vec<(char, char)>> {
+    fn bounds(h: &Hir, out: &mut Vec<char>) -> Option<()> {
+        match h.kind() {
+            HirKind::Empty => {}
+            HirKind::Literal(l) => {
+                for c in std::str::from_utf8(&l.0).ok()?.chars() {
+                    out.push(c);
+                    out.extend(succ(c));
+                }
+            }
+            HirKind::Class(c) => {
+                for r in unicode(c)?.ranges() {
+                    out.push(r.start());
+                    out.extend(succ(r.end()));
+                }
+            }
+            HirKind::Look(_) => return None,
+            HirKind::Repetition(r) => bounds(&r.sub, out)?,
+            HirKind::Capture(c) => bounds(&c.sub, out)?,
+            HirKind::Concat(v) | HirKind::Alternation(v) => {
+                for x in v {
+                    bounds(x, out)?;
+                }
+            }
+        }
+        Some(())
+    }
+    let mut starts = vec!['\0'];
+    for h in langs {
+        bounds(h, &mut starts)?;
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    if starts.len() > max {
+        return None;
+    }
+    let mut out = Vec::with_capacity(starts.len());
+    for (i, &s) in starts.iter().enumerate() {
+        let end = match starts.get(i + 1) {
+            // The character before the next start.
+            Some(&n) => match n {
+                '\u{E000}' => '\u{D7FF}',
+                _ => char::from_u32(n as u32 - 1)?,
+            },
+            None => char::MAX,
+        };
+        out.push((s, end));
+    }
+    Some(out)
+}
+
+/// A Thompson NFA over the partition's columns.
+struct Nfa<'c> {
+    states: Vec<NState>,
+    columns: &'c [(char, char)],
+    max: usize,
+}
+
+#[derive(Default)]
+struct NState {
+    eps: Vec<u32>,
+    /// The columns of a character edge, and its target.
+    class: Option<(Vec<u32>, u32)>,
+    accept: Option<usize>,
+}
+
+impl Nfa<'_> {
+    fn push(&mut self) -> Option<u32> {
+        if self.states.len() >= self.max {
+            return None;
+        }
+        self.states.push(NState::default());
+        Some(self.states.len() as u32 - 1)
+    }
+
+    /// The columns inside class `u` (whole intervals, by construction).
+    fn cols(&self, u: &ClassUnicode) -> Vec<u32> {
+        let mut out = Vec::new();
+        for r in u.ranges() {
+            let from = self.columns.partition_point(|&(_, e)| e < r.start());
+            for (i, &(s, _)) in self.columns.iter().enumerate().skip(from) {
+                if s > r.end() {
+                    break;
+                }
+                out.push(i as u32);
+            }
+        }
+        out
+    }
+
+    fn edge(&mut self, cols: Vec<u32>) -> Option<(u32, u32)> {
+        let s = self.push()?;
+        let e = self.push()?;
+        self.states[s as usize].class = Some((cols, e));
+        Some((s, e))
+    }
+
+    /// The fragment of `h`: its start and end states (the end has no edges yet).
+    fn build(&mut self, h: &Hir) -> Option<(u32, u32)> {
+        match h.kind() {
+            HirKind::Empty => {
+                let s = self.push()?;
+                Some((s, s))
+            }
+            HirKind::Literal(l) => {
+                let text = std::str::from_utf8(&l.0).ok()?;
+                let first = self.push()?;
+                let mut cur = first;
+                for c in text.chars() {
+                    let cols = self.cols(&ClassUnicode::new([ClassUnicodeRange::new(c, c)]));
+                    let (s, e) = self.edge(cols)?;
+                    self.states[cur as usize].eps.push(s);
+                    cur = e;
+                }
+                Some((first, cur))
+            }
+            HirKind::Class(c) => {
+                let cols = self.cols(&unicode(c)?);
+                self.edge(cols)
+            }
+            HirKind::Look(_) => None,
+            HirKind::Capture(c) => self.build(&c.sub),
+            HirKind::Concat(v) => {
+                let first = self.push()?;
+                let mut cur = first;
+                for x in v {
+                    let (s, e) = self.build(x)?;
+                    self.states[cur as usize].eps.push(s);
+                    cur = e;
+                }
+                Some((first, cur))
+            }
+            HirKind::Alternation(v) => {
+                let s = self.push()?;
+                let e = self.push()?;
+                for x in v {
+                    let (a, b) = self.build(x)?;
+                    self.states[s as usize].eps.push(a);
+                    self.states[b as usize].eps.push(e);
+                }
+                Some((s, e))
+            }
+            HirKind::Repetition(r) => {
+                let first = self.push()?;
+                let mut cur = first;
+                for _ in 0..r.min {
+                    let (s, e) = self.build(&r.sub)?;
+                    self.states[cur as usize].eps.push(s);
+                    cur = e;
+                }
+                match r.max {
+                    None => {
+                        let (s, e) = self.build(&r.sub)?;
+                        self.states[cur as usize].eps.push(s);
+                        self.states[e as usize].eps.push(cur);
+                    }
+                    Some(max) => {
+                        for _ in r.min..max {
+                            let (s, e) = self.build(&r.sub)?;
+                            let after = self.push()?;
+                            self.states[cur as usize].eps.extend([s, after]);
+                            self.states[e as usize].eps.push(after);
+                            cur = after;
+                        }
+                    }
+                }
+                Some((first, cur))
+            }
+        }
+    }
+
+    /// The states reachable from `set` by empty moves, sorted.
+    fn closure(&self, mut set: Vec<u32>) -> Vec<u32> {
+        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
+        let mut stack = set.clone();
+        while let Some(q) = stack.pop() {
+            for &t in &self.states[q as usize].eps {
+                if seen.insert(t) {
+                    set.push(t);
+                    stack.push(t);
+                }
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn re(h: &Hir) -> regex_automata::meta::Regex {
+        crate::memo::hir_matcher(h).unwrap()
+    }
+
+    fn strings(alphabet: &[char], max_len: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut frontier = vec![String::new()];
+        for _ in 0..max_len {
+            let next: Vec<String> =
+                frontier.iter().flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}"))).collect();
+            all.extend(next.iter().cloned());
+            frontier = next;
+        }
+        all
+    }
+
+    /// Every membership vector's language holds exactly the strings with that vector.
+    #[test]
+    fn languages_brute_force() {
+        let all = strings(&['a', 'b', 'C', '\n', 'é'], 4);
+        let sets: &[&[&str]] = &[
+            &["^.{1,3}$", "a"],
+            &["^[a-z]+$"],
+            &["^a", "b$", "^(ab)*$"],
+            &["", "^$"],
+            &["^[^a]*$", "C", "^.{2}$"],
+            &["é|^C+b?$", "\\n"],
+        ];
+        for pats in sets {
+            let hirs: Vec<Hir> = pats.iter().map(|p| crate::ecma::full_match_hir(p).unwrap()).collect();
+            let refs: Vec<&Hir> = hirs.iter().collect();
+            let prod = Product::new(&refs, KeyLimits::default()).unwrap();
+            let matchers: Vec<_> = hirs.iter().map(re).collect();
+            let mut vectors: Vec<Vec<bool>> = (0..prod.len()).map(|s| prod.member(s).to_vec()).collect();
+            vectors.sort();
+            vectors.dedup();
+            for v in vectors {
+                let accept: Vec<bool> = (0..prod.len()).map(|s| prod.member(s) == v.as_slice()).collect();
+                let lang = prod.language(&accept, 100_000).unwrap();
+                let m = re(&lang);
+                for s in &all {
+                    let want: Vec<bool> = matchers.iter().map(|r| r.is_match(s)).collect();
+                    assert_eq!(m.is_match(s), want == v, "{pats:?} vector {v:?} on {s:?}: {lang:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn limits_are_kept() {
+        let h = crate::ecma::full_match_hir("^a{1,5000}$").unwrap();
+        let limits = KeyLimits { nfa_states: 1000, ..KeyLimits::default() };
+        assert!(Product::new(&[&h], limits).is_none());
+    }
+}
