@@ -223,20 +223,20 @@ impl Product {
             left.swap_remove(pos);
             let out_k = std::mem::take(&mut edge[k]);
             let loop_k = out_k.get(&k).map(star);
-            for p in 0..count + 2 {
-                let Some(into) = edge[p].remove(&k) else { continue };
+            for edge_p in edge.iter_mut().take(count + 2) {
+                let Some(into) = edge_p.remove(&k) else { continue };
                 let mut total = 0;
                 for (&q, to_q) in out_k.iter().filter(|(&q, _)| q != k) {
                     let mut parts = vec![into.clone()];
                     parts.extend(loop_k.clone());
                     parts.push(to_q.clone());
                     let path = Hir::concat(parts);
-                    let e = match edge[p].remove(&q) {
+                    let e = match edge_p.remove(&q) {
                         Some(old) => Hir::alternation(vec![old, path]),
                         None => path,
                     };
                     total += size(&e);
-                    edge[p].insert(q, e);
+                    edge_p.insert(q, e);
                 }
                 if total > max_size {
                     return None;
