@@ -77,20 +77,20 @@ fn alpha_zero_and_one_candidate_are_greedy(model: &Model) {
 
 #[test]
 fn alpha_zero_and_one_candidate_are_greedy_on_smollm2() {
-    alpha_zero_and_one_candidate_are_greedy(&smollm2());
+    alpha_zero_and_one_candidate_are_greedy(smollm2());
 }
 
 #[test]
 fn alpha_zero_and_one_candidate_are_greedy_on_gemma3() {
-    alpha_zero_and_one_candidate_are_greedy(&gemma3());
+    alpha_zero_and_one_candidate_are_greedy(gemma3());
 }
 
 #[test]
 fn contrastive_search_changes_greedy_text_and_is_deterministic() {
     let model = smollm2();
-    let greedy = generate(&mut session(&model, 1, false), &request(&model, BULLETS, params(0.0, 0, 64)));
-    let contrastive = request(&model, BULLETS, params(0.6, 4, 64));
-    let mut s = session(&model, 12, true);
+    let greedy = generate(&mut session(model, 1, false), &request(model, BULLETS, params(0.0, 0, 64)));
+    let contrastive = request(model, BULLETS, params(0.6, 4, 64));
+    let mut s = session(model, 12, true);
     let first = generate(&mut s, &contrastive);
     assert_ne!(first.text, greedy.text, "α 0.6 changes some pick in 64 tokens");
     let again = generate(&mut s, &contrastive);
@@ -135,26 +135,26 @@ fn outputs_validate(model: &Model) {
 
 #[test]
 fn outputs_validate_on_smollm2() {
-    outputs_validate(&smollm2());
+    outputs_validate(smollm2());
 }
 
 #[test]
 fn outputs_validate_on_gemma3() {
-    outputs_validate(&gemma3());
+    outputs_validate(gemma3());
 }
 
 #[test]
 fn what_contrastive_search_cannot_do_is_an_error() {
     let model = smollm2();
-    let req = request(&model, "Hello", params(0.6, 4, 8));
-    let err = session(&model, 5, false).generate(&req, |_| {}).unwrap_err();
+    let req = request(model, "Hello", params(0.6, 4, 8));
+    let err = session(model, 5, false).generate(&req, |_| {}).unwrap_err();
     assert!(matches!(err, RuntimeError::ContrastiveNeedsEmbeddings), "{err}");
     let mut spec = req.clone();
     spec.speculation = Some(Speculation::PromptLookup(PromptLookup::default()));
-    let err = session(&model, 6, true).generate(&spec, |_| {}).unwrap_err();
+    let err = session(model, 6, true).generate(&spec, |_| {}).unwrap_err();
     assert!(matches!(err, RuntimeError::ContrastiveUnsupported(_)), "{err}");
     // Four candidates need five more KV sequences.
-    let err = session(&model, 5, true).generate(&req, |_| {}).unwrap_err();
+    let err = session(model, 5, true).generate(&req, |_| {}).unwrap_err();
     assert!(matches!(err, RuntimeError::TooManySequences { .. }), "{err}");
     let bad = SamplingParams { penalty_alpha: 1.5, ..params(0.0, 4, 8) };
     assert!(bad.validate().is_err());
