@@ -115,7 +115,8 @@ fn restrict_first(h: &Hir, ex: &ClassUnicode) -> Option<Hir> {
     )
 }
 
-fn size(h: &Hir) -> usize {
+/// The number of nodes of `h` (what the HIR size limits count).
+pub(crate) fn size(h: &Hir) -> usize {
     match h.kind() {
         HirKind::Repetition(r) => 1 + size(&r.sub),
         HirKind::Capture(c) => 1 + size(&c.sub),

@@ -16,6 +16,8 @@
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::hirset::size;
+
 /// The sizes that bound one product and its languages.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KeyLimits {
@@ -259,15 +261,6 @@ fn class_hir(u: ClassUnicode) -> Hir {
             Hir::literal(r.start().encode_utf8(&mut buf).as_bytes().to_vec())
         }
         _ => Hir::class(Class::Unicode(u)),
-    }
-}
-
-fn size(h: &Hir) -> usize {
-    match h.kind() {
-        HirKind::Repetition(r) => 1 + size(&r.sub),
-        HirKind::Capture(c) => 1 + size(&c.sub),
-        HirKind::Concat(v) | HirKind::Alternation(v) => 1 + v.iter().map(size).sum::<usize>(),
-        _ => 1,
     }
 }
 
