@@ -93,6 +93,10 @@ struct Sequence {
     error: Option<RuntimeError>,
     tokens: Vec<u32>,
     logprobs: Vec<Option<f32>>,
+    /// Per token, its position's alternatives (only when the request asks for them).
+    top_logprobs: Vec<Vec<(u32, f32)>>,
+    /// The alternatives of the position sampled last, until `commit` files them.
+    alternatives: Vec<(u32, f32)>,
     /// Tokens to go through the next forward pass: the step's own, then `draft`.
     pending: Vec<u32>,
     /// The drafted tail of `pending` (prompt lookup), checked after the forward pass.
@@ -329,6 +333,8 @@ impl<'m> BatchDecoder<'_, 'm> {
                 error: None,
                 tokens: Vec::new(),
                 logprobs: Vec::new(),
+                top_logprobs: Vec::new(),
+                alternatives: Vec::new(),
                 pending: Vec::new(),
                 draft: Draft::default(),
                 draft_masks: Vec::new(),
@@ -760,6 +766,11 @@ impl Sequence {
             self.stats.logprob_sum += lp;
             self.stats.sampled += 1;
         }
+        let n = self.request.top_logprobs;
+        if n > 0 {
+            let top = self.sampler.top_logprobs(logits, step_mask, &self.history, n);
+            self.alternatives = top.into_iter().map(|(t, lp)| (t, lp as f32)).collect();
+        }
         self.stats.sample += t.elapsed();
         if vocab.is_eos(token) {
             self.stop = Some(StopReason::Eos);
@@ -816,6 +827,10 @@ impl Sequence {
             self.history.push(tok);
             self.tokens.push(tok);
             self.logprobs.push(if i == 0 { logprob.map(|lp| lp as f32) } else { None });
+            if self.request.top_logprobs > 0 {
+                let alternatives = if i == 0 { std::mem::take(&mut self.alternatives) } else { Vec::new() };
+                self.top_logprobs.push(alternatives);
+            }
             if vocab.is_text(tok) {
                 let unsent = &mut self.unsent;
                 if let Some(stop) = self.out.push(vocab.token_bytes(tok), &mut |p: &str| unsent.push_str(p)) {
@@ -972,7 +987,7 @@ impl Sequence {
         let unsent = &mut self.unsent;
         let text = out.finish(&mut |p: &str| unsent.push_str(p), &stop_reason);
         self.send(on_text);
-        let Sequence { request, sampler, tokens, logprobs, stats, contrastive, .. } = self;
+        let Sequence { request, sampler, tokens, logprobs, top_logprobs, stats, contrastive, .. } = self;
         let now = Instant::now();
         let start = stats.start.unwrap_or(now);
         let decode_time = stats.decode_start.map_or(Duration::ZERO, |d| now - d);
@@ -1012,7 +1027,7 @@ impl Sequence {
                 prefill_tokens_per_second: per_second(evaluated, stats.prefill),
             },
         };
-        Ok(Generation { text, tokens, logprobs, stop_reason, record })
+        Ok(Generation { text, tokens, logprobs, top_logprobs, stop_reason, record })
     }
 }
 

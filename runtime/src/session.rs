@@ -43,6 +43,9 @@ pub struct GenerateRequest {
     /// Speculative decoding (prompt lookup); `None` (default) decodes one sampled token per
     /// forward pass. Outputs are the same either way (see [`crate::Speculation`]).
     pub speculation: Option<crate::Speculation>,
+    /// Alternatives to report per sampled token ([`Generation::top_logprobs`]): the `n` most
+    /// likely allowed tokens. Default 0 (none); contrastive search reports none.
+    pub top_logprobs: usize,
 }
 
 impl GenerateRequest {
@@ -56,6 +59,7 @@ impl GenerateRequest {
             preset: None,
             fast_forward: true,
             speculation: None,
+            top_logprobs: 0,
         }
     }
 
@@ -84,6 +88,10 @@ pub struct Generation {
     /// penalties and temperature; [`stencil_sampling::Sampler::logprob`]) when it was
     /// sampled, `None` when the grammar forced it.
     pub logprobs: Vec<Option<f32>>,
+    /// With [`GenerateRequest::top_logprobs`] = n > 0, per token of `tokens`: the n most
+    /// likely allowed tokens at its position and their log-probabilities (as `logprobs`),
+    /// best first; empty for a forced token. Empty when n = 0.
+    pub top_logprobs: Vec<Vec<(u32, f32)>>,
     pub stop_reason: StopReason,
     pub record: GenerationRecord,
 }

@@ -413,3 +413,40 @@ fn a_draft_model_needs_the_same_vocabulary_and_an_attached_draft() {
     let beams = s.beam_search(&request, &stencil_runtime::BeamParams { n_beams: 2, ..Default::default() });
     assert!(matches!(beams, Err(RuntimeError::SpeculationUnsupported(_))));
 }
+
+/// Asking for alternatives changes nothing of the output, and gives, per sampled token,
+/// the most likely allowed tokens best first, the chosen one among them (greedy: first);
+/// forced tokens have none.
+#[test]
+fn top_logprobs_report_alternatives_without_changing_the_output() {
+    let model = smollm2();
+    for params in [SamplingParams { max_tokens: 40, ..SamplingParams::greedy() }, sampled(7, 40)] {
+        let (_, plain) = person_request(model, params.clone());
+        let mut with_top = plain.clone();
+        with_top.top_logprobs = 4;
+        let a = session(model, 1).generate(&plain, |_| {}).unwrap();
+        let b = session(model, 1).generate(&with_top, |_| {}).unwrap();
+        assert_eq!(a.tokens, b.tokens, "alternatives changed the output");
+        assert!(a.top_logprobs.is_empty());
+        assert_eq!(b.top_logprobs.len(), b.tokens.len());
+        let mut sampled_steps = 0;
+        for ((&token, logprob), top) in b.tokens.iter().zip(&b.logprobs).zip(&b.top_logprobs) {
+            let Some(logprob) = logprob else {
+                assert!(top.is_empty(), "a forced token has no alternatives");
+                continue;
+            };
+            sampled_steps += 1;
+            assert!(!top.is_empty() && top.len() <= 4);
+            assert!(top.windows(2).all(|w| w[0].1 >= w[1].1), "best first: {top:?}");
+            assert!(*logprob <= top[0].1 + 1e-4);
+            if params.is_greedy() {
+                assert_eq!(top[0].0, token);
+                assert!((top[0].1 - logprob).abs() < 1e-4);
+            }
+            if let Some(&(_, lp)) = top.iter().find(|(t, _)| *t == token) {
+                assert!((lp - logprob).abs() < 1e-4);
+            }
+        }
+        assert!(sampled_steps > 0);
+    }
+}

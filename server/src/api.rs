@@ -376,7 +376,8 @@ pub struct TokenLogprob {
     pub logprob: f32,
     /// Its bytes.
     pub bytes: Vec<u8>,
-    /// Alternatives (not computed: always empty).
+    /// The `top_logprobs` most likely allowed tokens at this position (`token`, `logprob`,
+    /// `bytes`), best first; a forced token's only one is itself, at 0.
     pub top_logprobs: Vec<Value>,
 }
 
@@ -470,7 +471,7 @@ pub struct LegacyLogprobs {
     pub tokens: Vec<String>,
     /// Their log-probabilities.
     pub token_logprobs: Vec<f32>,
-    /// Alternatives: null per token (not computed).
+    /// Per token, the alternatives as `{text: logprob}` (with `logprobs: n` > 0), else null.
     pub top_logprobs: Vec<Option<Value>>,
     /// Each token's offset in the text, in bytes.
     pub text_offset: Vec<usize>,

@@ -46,6 +46,9 @@ pub struct Prepared {
     pub include_usage: bool,
     /// Token log-probabilities in the answer.
     pub logprobs: bool,
+    /// With `logprobs`: the most likely alternatives per token (chat `top_logprobs`,
+    /// completions' `logprobs: n`).
+    pub top_logprobs: usize,
     /// Tool calling: the tools and the conversation with its calls and results (the prompt
     /// is then rendered by `stencil-tools`, and [`Prepared::prompt`] is not used).
     pub tools: Option<ToolRequest>,
@@ -259,22 +262,23 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
         conversation: turns,
     });
     let logprobs = req.logprobs.unwrap_or(false);
-    match req.top_logprobs {
-        Some(k) if k > 0 => {
-            return Err(unsupported(
-                "top_logprobs > 0 is not supported: only the sampled tokens' log-probabilities (logprobs: true)",
-                "top_logprobs",
+    let top_logprobs = match req.top_logprobs {
+        Some(k) if k as usize > MAX_TOP_LOGPROBS => {
+            return Err(ApiError::invalid(
+                format!("`top_logprobs` must be at most {MAX_TOP_LOGPROBS}, got {k}"),
+                Some("top_logprobs"),
             ))
         }
-        Some(_) if !logprobs => {
+        Some(k) if k > 0 && !logprobs => {
             return Err(ApiError::invalid("`top_logprobs` needs `logprobs: true`", Some("top_logprobs")))
         }
-        _ => {}
-    }
+        k => k.unwrap_or(0) as usize,
+    };
     let max_tokens = req.max_completion_tokens.or(req.sampling.max_tokens);
     let param = if req.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
     let mut prepared =
         prepare(Prompt::Chat(plain), &req.sampling, req.response_format.as_ref(), max_tokens, param, logprobs, limits)?;
+    prepared.top_logprobs = top_logprobs;
     if let Some(t) = &tool_request {
         if t.choice != ToolChoice::None && has_tools && prepared.constraint != ConstraintSpec::None {
             return Err(ApiError::invalid(
@@ -362,7 +366,7 @@ fn assistant_calls(calls: &Value, i: usize, names: &mut Vec<(String, String)>) -
 /// # Errors
 ///
 /// As [`prepare_chat`]; also `echo`, `suffix`, `best_of` > 1, several prompts and
-/// `logprobs` > 0 (alternatives), which are not supported.
+/// `logprobs` above [`MAX_TOP_LOGPROBS`].
 pub fn prepare_completion(req: CompletionRequest, limits: &Limits) -> Result<Prepared, ApiError> {
     let prompt = match req.prompt {
         PromptField::One(p) => p,
@@ -381,27 +385,32 @@ pub fn prepare_completion(req: CompletionRequest, limits: &Limits) -> Result<Pre
     if req.best_of.is_some_and(|b| b > 1) {
         return Err(unsupported("best_of is not supported (use n)", "best_of"));
     }
-    let logprobs = match req.logprobs {
-        Some(0) => true,
-        Some(_) => {
-            return Err(unsupported(
-                "logprobs > 0 (alternatives per token) is not supported: use logprobs: 0 for the sampled tokens' log-probabilities",
-                "logprobs",
+    let top_logprobs = match req.logprobs {
+        Some(k) if k as usize > MAX_TOP_LOGPROBS => {
+            return Err(ApiError::invalid(
+                format!("`logprobs` must be at most {MAX_TOP_LOGPROBS}, got {k}"),
+                Some("logprobs"),
             ))
         }
-        None => false,
+        k => k.map(|k| k as usize),
     };
     let max_tokens = req.sampling.max_tokens;
-    prepare(
+    let mut prepared = prepare(
         Prompt::Text(prompt),
         &req.sampling,
         req.response_format.as_ref(),
         max_tokens,
         "max_tokens",
-        logprobs,
+        top_logprobs.is_some(),
         limits,
-    )
+    )?;
+    prepared.top_logprobs = top_logprobs.unwrap_or(0);
+    Ok(prepared)
 }
+
+/// The most alternatives per token a request may ask for (`top_logprobs`, or the legacy
+/// `logprobs`), as OpenAI's API allows.
+pub const MAX_TOP_LOGPROBS: usize = 20;
 
 fn prepare(
     prompt: Prompt,
@@ -520,6 +529,7 @@ fn prepare(
         stream,
         include_usage,
         logprobs,
+        top_logprobs: 0,
         tools: None,
     })
 }
@@ -605,7 +615,8 @@ mod tests {
             (serde_json::json!({"messages": user("x"), "logit_bias": {"3": 500}}), "logit_bias"),
             (serde_json::json!({"messages": user("x"), "preset": "nope"}), "preset"),
             (serde_json::json!({"messages": user("x"), "stream_options": {"include_usage": true}}), "stream_options"),
-            (serde_json::json!({"messages": user("x"), "logprobs": true, "top_logprobs": 3}), "top_logprobs"),
+            (serde_json::json!({"messages": user("x"), "top_logprobs": 3}), "top_logprobs"),
+            (serde_json::json!({"messages": user("x"), "logprobs": true, "top_logprobs": 21}), "top_logprobs"),
             (serde_json::json!({"messages": user("x"), "tools": {"type": "function"}}), "tools"),
             (serde_json::json!({"messages": user("x"), "tool_choice": "required"}), "tool_choice"),
             (serde_json::json!({"messages": user("x"), "tool_choice": {"type": "function"}}), "tool_choice"),
@@ -656,10 +667,12 @@ mod tests {
         let parse = |v: Value| prepare_completion(parse_completion(v.to_string().as_bytes())?, &limits);
         let p = parse(serde_json::json!({"prompt": ["Once"], "max_tokens": 4, "logprobs": 0})).unwrap();
         assert_eq!((p.prompt, p.params.max_tokens, p.logprobs), (Prompt::Text("Once".into()), 4, true));
+        let p = parse(serde_json::json!({"prompt": "Once", "logprobs": 3})).unwrap();
+        assert_eq!((p.logprobs, p.top_logprobs), (true, 3));
         for (body, param) in [
             (serde_json::json!({"prompt": ["a", "b"]}), "prompt"),
             (serde_json::json!({"prompt": "a", "echo": true}), "echo"),
-            (serde_json::json!({"prompt": "a", "logprobs": 2}), "logprobs"),
+            (serde_json::json!({"prompt": "a", "logprobs": 21}), "logprobs"),
             (serde_json::json!({"prompt": "a", "messages": []}), "messages"),
             (serde_json::json!({"prompt": ""}), "prompt"),
         ] {

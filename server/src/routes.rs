@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
+use serde_json::Value;
 use stencil_runtime::{ChatMessage, GenerateRequest, Generation, StopReason};
 use stencil_tools::Reply;
 use subtle::ConstantTimeEq;
@@ -301,6 +302,7 @@ fn build_request(
     };
     let mut request = GenerateRequest::new(prompt).with_params(params);
     request.preset = p.preset.clone();
+    request.top_logprobs = if p.logprobs { p.top_logprobs } else { 0 };
     if let Some(g) = constraint.as_ref().and_then(|c| c.grammar.clone()) {
         request = request.with_grammar(g, constraint.as_ref().map_or("none", |c| c.label));
     }
@@ -347,8 +349,34 @@ struct Finished {
     /// The reply's calls, when it is calls.
     tool_calls: Option<Vec<ToolCallOut>>,
     finish_reason: &'static str,
-    logprobs: Option<Vec<(String, Vec<u8>, f32)>>,
+    logprobs: Option<Vec<TokenInfo>>,
     validation_errors: Vec<String>,
+}
+
+/// One output token for `logprobs`: its text, bytes and log-probability, and the
+/// alternatives at its position (as many as the request asked for; a forced token's only
+/// alternative is itself).
+struct TokenInfo {
+    token: Described,
+    alternatives: Vec<Described>,
+}
+
+/// A token's text (lossy UTF-8), bytes and log-probability.
+struct Described {
+    text: String,
+    bytes: Vec<u8>,
+    logprob: f32,
+}
+
+impl Described {
+    fn new(vocab: &stencil_mask::Vocabulary, token: u32, logprob: f32) -> Self {
+        let bytes = vocab.token_bytes(token).to_vec();
+        Described { text: String::from_utf8_lossy(&bytes).into_owned(), bytes, logprob }
+    }
+
+    fn to_json(&self) -> Value {
+        serde_json::json!({"token": self.text, "logprob": self.logprob, "bytes": self.bytes})
+    }
 }
 
 impl Finished {
@@ -395,9 +423,15 @@ fn finished(g: &Generation, answer: &Answer, model: &stencil_runtime::Model) -> 
         g.tokens
             .iter()
             .zip(&g.logprobs)
-            .map(|(&t, lp)| {
-                let bytes = vocab.token_bytes(t).to_vec();
-                (String::from_utf8_lossy(&bytes).into_owned(), bytes, lp.unwrap_or(0.0))
+            .enumerate()
+            .map(|(i, (&t, lp))| {
+                let token = Described::new(vocab, t, lp.unwrap_or(0.0));
+                let alternatives = match g.top_logprobs.get(i) {
+                    Some(top) if top.is_empty() => vec![Described::new(vocab, t, 0.0)],
+                    Some(top) => top.iter().map(|&(a, alp)| Described::new(vocab, a, alp)).collect(),
+                    None => Vec::new(),
+                };
+                TokenInfo { token, alternatives }
             })
             .collect()
     });
@@ -525,24 +559,32 @@ fn engine_failure(e: stencil_runtime::RuntimeError) -> Response {
     runtime_error(e).into_response()
 }
 
-fn chat_logprobs(tokens: Vec<(String, Vec<u8>, f32)>) -> ChoiceLogprobs {
+fn chat_logprobs(tokens: Vec<TokenInfo>) -> ChoiceLogprobs {
     ChoiceLogprobs {
         content: tokens
             .into_iter()
-            .map(|(token, bytes, logprob)| TokenLogprob { token, logprob, bytes, top_logprobs: Vec::new() })
+            .map(|TokenInfo { token, alternatives }| TokenLogprob {
+                top_logprobs: alternatives.iter().map(Described::to_json).collect(),
+                token: token.text,
+                logprob: token.logprob,
+                bytes: token.bytes,
+            })
             .collect(),
     }
 }
 
-fn legacy_logprobs(tokens: Vec<(String, Vec<u8>, f32)>) -> LegacyLogprobs {
+fn legacy_logprobs(tokens: Vec<TokenInfo>) -> LegacyLogprobs {
     let mut out = LegacyLogprobs::default();
     let mut offset = 0;
-    for (token, bytes, logprob) in tokens {
+    for TokenInfo { token, alternatives } in tokens {
         out.text_offset.push(offset);
-        offset += bytes.len();
-        out.tokens.push(token);
-        out.token_logprobs.push(logprob);
-        out.top_logprobs.push(None);
+        offset += token.bytes.len();
+        out.tokens.push(token.text);
+        out.token_logprobs.push(token.logprob);
+        // `{text: logprob}`, as OpenAI's legacy completions write the alternatives.
+        let top: serde_json::Map<String, Value> =
+            alternatives.into_iter().map(|a| (a.text, Value::from(a.logprob))).collect();
+        out.top_logprobs.push((!top.is_empty()).then_some(Value::Object(top)));
     }
     out
 }

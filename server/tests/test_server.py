@@ -7,6 +7,7 @@ with anything of Stencil's. Requests are few, short (max_tokens) and each has a 
 
 import concurrent.futures
 import json
+import math
 import os
 import re
 import socket
@@ -254,6 +255,43 @@ def test_logprobs(client):
     assert all(t.logprob <= 0 for t in content)
     # Some tokens are forced by the grammar ({"name": ...): probability 1.
     assert any(t.logprob == 0 for t in content)
+
+
+def test_top_logprobs(client):
+    # Greedy: the chosen token is always the most likely alternative, with its log-probability.
+    r = client.chat.completions.create(
+        model="m", messages=user(PERSON_PROMPT), temperature=0, max_tokens=32, logprobs=True, top_logprobs=3,
+        response_format=schema_format(PERSON),
+    )
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    forced = 0
+    for t in content:
+        alts = t.top_logprobs
+        assert 1 <= len(alts) <= 3
+        assert [a.logprob for a in alts] == sorted((a.logprob for a in alts), reverse=True)
+        assert sum(math.exp(a.logprob) for a in alts) <= 1 + 1e-4
+        assert alts[0].token == t.token and abs(alts[0].logprob - t.logprob) < 1e-4, (t, alts)
+        if t.logprob == 0:
+            forced += 1
+            assert len(alts) == 1, "a forced token's only alternative is itself"
+    assert forced > 0 and forced < len(content)
+    # Sampled: the chosen token is one of the allowed ones, never likelier than the best.
+    r = client.chat.completions.create(
+        model="m", messages=user(PERSON_PROMPT), temperature=1.0, seed=5, max_tokens=24, logprobs=True,
+        top_logprobs=5, response_format=schema_format(PERSON),
+    )
+    for t in r.choices[0].logprobs.content:
+        assert t.logprob <= t.top_logprobs[0].logprob + 1e-4
+    # Legacy completions: `logprobs: n` gives `{text: logprob}` per token.
+    r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=6, temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.top_logprobs) == len(lp.tokens) == 6
+    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert 1 <= len(top) <= 2 and max(top.values()) == pytest.approx(logprob, abs=1e-4)
+        assert token in top
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        client.chat.completions.create(model="m", messages=user("x"), max_tokens=2, logprobs=True, top_logprobs=21)
 
 
 def test_completions_endpoint(client):
