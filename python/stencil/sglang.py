@@ -48,6 +48,7 @@ from . import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
 )
+from ._util import utf8_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class StencilGrammar(_ObjectBase):
         return StencilGrammar(self.grammar, self.key_string)
 
     def try_jump_forward(self, tokenizer: Any) -> Optional[Tuple[List[int], str]]:
-        text = _utf8_prefix(self.matcher.forced_bytes())
+        text = utf8_prefix(self.matcher.forced_bytes())
         if text:
             return [], text
         return None
@@ -219,15 +220,6 @@ class StencilGrammar(_ObjectBase):
 
     def __repr__(self) -> str:
         return f"StencilGrammar(key_string={self.key_string!r}, accepted={len(self.accepted_tokens)})"
-
-
-def _utf8_prefix(data: bytes) -> str:
-    for cut in range(len(data), max(len(data) - 4, -1), -1):
-        try:
-            return data[:cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return ""
 
 
 class StencilGrammarBackend(_BackendBase):

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import CompileError, Compiler, Matcher, Vocab, bitmask_words
+from ._util import utf8_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -189,21 +190,13 @@ class StencilGrammar(_GrammarBase):
     def find_jump_string(self) -> str | None:
         """The text every continuation starts with (jump-forward), or None."""
         data = self.matcher.forced_bytes()
-        text = _utf8_prefix(data)
+        text = utf8_prefix(data)
         return text or None
 
     def _in_range(self, token: int) -> bool:
         return 0 <= int(token) < self.vocab_size
 
 
-def _utf8_prefix(data: bytes) -> str:
-    """The longest prefix of `data` that is whole UTF-8 characters, decoded."""
-    for cut in range(len(data), max(len(data) - 4, -1), -1):
-        try:
-            return data[:cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return ""
 
 
 @dataclass

@@ -292,14 +292,11 @@ class Request:
 # -- vLLM -------------------------------------------------------------------------------
 
 
-class VllmSim:
-    """vLLM v1's scheduler and StructuredOutputManager, as far as they touch a backend:
-    `grammar_bitmask` (fill per request, -1 rows for terminated ones, spec positions
-    advanced and rolled back), `update_draft_token_ids` (`validate_tokens`) and
-    `update_from_output` (`accept_tokens`)."""
+class _Sim:
+    """What both engines' simulations hold: the backend under test, the compiler and its
+    vocabulary, the seeded generators, and the tokens that close open JSON."""
 
-    def __init__(self, backend: Any, compiler: stencil.Compiler, *, max_num_seqs: int, seed: int,
-                 whitespace: str = "flexible", num_spec_tokens: int = 0):
+    def __init__(self, backend: Any, compiler: stencil.Compiler, *, seed: int, whitespace: str):
         self.backend = backend
         self.compiler = compiler
         self.vocab = compiler.vocab
@@ -308,8 +305,19 @@ class VllmSim:
         self.rng = random.Random(seed)
         self.torch_gen = torch.Generator().manual_seed(seed)
         self.whitespace = whitespace
-        self.num_spec_tokens = num_spec_tokens
         self.closing = closing_tokens(self.vocab)
+
+
+class VllmSim(_Sim):
+    """vLLM v1's scheduler and StructuredOutputManager, as far as they touch a backend:
+    `grammar_bitmask` (fill per request, -1 rows for terminated ones, spec positions
+    advanced and rolled back), `update_draft_token_ids` (`validate_tokens`) and
+    `update_from_output` (`accept_tokens`)."""
+
+    def __init__(self, backend: Any, compiler: stencil.Compiler, *, max_num_seqs: int, seed: int,
+                 whitespace: str = "flexible", num_spec_tokens: int = 0):
+        super().__init__(backend, compiler, seed=seed, whitespace=whitespace)
+        self.num_spec_tokens = num_spec_tokens
         # One row per sequence and spec position, as the manager allocates it.
         self.bitmask = backend.allocate_token_bitmask(max_num_seqs * (1 + num_spec_tokens))
         assert isinstance(self.bitmask, torch.Tensor) and self.bitmask.dtype == torch.int32
@@ -480,7 +488,7 @@ class VllmSim:
 # -- SGLang -----------------------------------------------------------------------------
 
 
-class SglangSim:
+class SglangSim(_Sim):
     """SGLang's scheduler and SamplingBatchInfo, as far as they touch a grammar backend:
     grammars from the backend's dispatch (a cached one copied per request), per step
     `allocate_vocab_mask` / `fill_vocab_mask` (live rows) / `move_vocab_mask` /
@@ -489,16 +497,8 @@ class SglangSim:
 
     def __init__(self, backend: Any, compiler: stencil.Compiler, *, seed: int, model_vocab_size: int,
                  whitespace: str = "flexible"):
-        self.backend = backend
-        self.compiler = compiler
-        self.vocab = compiler.vocab
-        self.words = stencil.bitmask_words(self.vocab.size)
-        self.eos = set(self.vocab.eos_ids)
-        self.rng = random.Random(seed)
-        self.torch_gen = torch.Generator().manual_seed(seed)
+        super().__init__(backend, compiler, seed=seed, whitespace=whitespace)
         self.model_vocab_size = model_vocab_size
-        self.whitespace = whitespace
-        self.closing = closing_tokens(self.vocab)
         self.cache: dict[tuple[str, str], Any] = {}
 
     @staticmethod
