@@ -826,6 +826,8 @@ const DECODE_TITLE: &str = "## Decoding on llama.cpp";
 const TOOLS_TITLE: &str = "## Tool calling";
 const SCALING_TITLE: &str = "## Inference-time scaling";
 const WATERMARK_TITLE: &str = "## Watermark detection";
+/// Written by `scripts/bench.sh` from `scripts/bench-python.sh`'s report; always kept here.
+const PYTHON_TITLE: &str = "## Through Python";
 
 /// A section of a report, from its title (a prefix of its heading) to the next `## `
 /// heading or the end.
@@ -847,7 +849,7 @@ const MASKS_KEPT: &str =
 /// already passes its bullet on).
 fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
     let start = report.find("\n## ")? + 1;
-    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE]
+    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE]
         .iter()
         .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
         .filter(|&i| i >= start)
@@ -1370,6 +1372,7 @@ fn main() {
         (tools_section, TOOLS_TITLE),
         (scaling_section, SCALING_TITLE),
         (watermark_section, WATERMARK_TITLE),
+        (None, PYTHON_TITLE),
     ] {
         match section {
             Some(s) => md.push_str(&with_provenance(&s, title)),
@@ -1434,6 +1437,10 @@ mod tests {
         let again =
             format!("# B\n\n- Date: E\n- Run: 9 s in all\n{bullet}- Kept … *x*\n\n{sections}{DECODE_TITLE}: d\n");
         assert_eq!(previous_mask_sections(&again), Some((bullet.clone(), sections)));
+        // The Python part's section (written by scripts/bench.sh) is not a mask section.
+        let with_python = format!("# B\n\n- Run: R\n\n## Summary\n\ns\n\n{PYTHON_TITLE}: p\n\nrows\n");
+        assert_eq!(previous_mask_sections(&with_python).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
+        assert_eq!(previous_section(&with_python, PYTHON_TITLE), Some(format!("{PYTHON_TITLE}: p\n\nrows\n").as_str()));
         // Only the other parts' sections: nothing to keep.
         assert_eq!(previous_mask_sections(&format!("# B\n\n- Run: 1 s\n\n{DECODE_TITLE}: d\n")), None);
     }

@@ -470,6 +470,26 @@ def report(results: dict, tasks_by_vocab: dict, meta: dict, overhead: dict | Non
                 f"{fmt(pct(cms, 50), 2)} / {fmt(pct(cms, 99), 2)} / {fmt(max(cms) if cms else None, 2)} | "
                 f"{three(cold)} | {three(warm)} | {three(warm_wall)} |"
             )
+    L += ["", "Ratios, the other engine over Stencil (above 1: Stencil faster), process CPU time, same steps:", ""]
+    L += ["| vocab | engine | compile p50 | cold mask p99 | warm mask p50 | warm mask p99 |", "|---|---|---:|---:|---:|---:|"]
+    for vocab, per_engine in results.items():
+        names = [t["name"] for t in tasks_by_vocab[vocab]]
+        common = [n for n in names if all(per_engine[e].get(n, {}).get("accepted") for e in per_engine)]
+
+        def figures(res):
+            cms = [r["compile_cpu_ms"] for r in res.values() if r["status"] == "ok"]
+            cold = [x for n in common for x in res[n]["cold"]["cpu_us"]]
+            warm = [x for n in common for w in res[n]["warm"] for x in w["cpu_us"]]
+            return [pct(cms, 50), pct(cold, 99), pct(warm, 50), pct(warm, 99)]
+
+        if "stencil" not in per_engine:
+            continue
+        base = figures(per_engine["stencil"])
+        for e, res in per_engine.items():
+            if e == "stencil":
+                continue
+            cells = [f"{o / b:.2f}×" if o is not None and b else "-" for o, b in zip(figures(res), base)]
+            L.append(f"| {vocab} | {e} | " + " | ".join(cells) + " |")
     issues = []
     for vocab, per_engine in results.items():
         for e, res in per_engine.items():
