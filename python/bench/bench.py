@@ -490,6 +490,18 @@ def report(results: dict, tasks_by_vocab: dict, meta: dict, overhead: dict | Non
                 continue
             cells = [f"{o / b:.2f}×" if o is not None and b else "-" for o, b in zip(figures(res), base)]
             L.append(f"| {vocab} | {e} | " + " | ".join(cells) + " |")
+    L += ["", "The tail, per engine: the slowest cold (first-walk) mask steps and the slowest compiles, with their "
+          "schemas (process CPU; mask steps over the instances all engines accepted):", ""]
+    L += ["| vocab | engine | slowest cold masks, µs (schema, step) | slowest compiles, ms |", "|---|---|---|---|"]
+    for vocab, per_engine in results.items():
+        names = [t["name"] for t in tasks_by_vocab[vocab]]
+        common = [n for n in names if all(per_engine[e].get(n, {}).get("accepted") for e in per_engine)]
+        for e, res in per_engine.items():
+            steps = sorted(((x, n, i) for n in common for i, x in enumerate(res[n]["cold"]["cpu_us"])), reverse=True)
+            masks = ", ".join(f"{fmt(x)} ({n}, {i})" for x, n, i in steps[:3])
+            compiles = sorted(((r["compile_cpu_ms"], n) for n, r in res.items() if r["status"] == "ok"), reverse=True)
+            slow = ", ".join(f"{fmt(x, 2)} ({n})" for x, n in compiles[:3])
+            L.append(f"| {vocab} | {e} | {masks} | {slow} |")
     issues = []
     for vocab, per_engine in results.items():
         for e, res in per_engine.items():
