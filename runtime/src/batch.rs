@@ -761,15 +761,17 @@ impl Sequence {
             }
             other => other?,
         };
-        let logprob = self.sampler.logprob(logits, step_mask, &self.history, token);
+        let n = self.request.top_logprobs;
+        let logprob = if n > 0 {
+            let (logprob, top) = self.sampler.logprob_and_top(logits, step_mask, &self.history, token, n);
+            self.alternatives = top.into_iter().map(|(t, lp)| (t, lp as f32)).collect();
+            logprob
+        } else {
+            self.sampler.logprob(logits, step_mask, &self.history, token)
+        };
         if let Some(lp) = logprob {
             self.stats.logprob_sum += lp;
             self.stats.sampled += 1;
-        }
-        let n = self.request.top_logprobs;
-        if n > 0 {
-            let top = self.sampler.top_logprobs(logits, step_mask, &self.history, n);
-            self.alternatives = top.into_iter().map(|(t, lp)| (t, lp as f32)).collect();
         }
         self.stats.sample += t.elapsed();
         if vocab.is_eos(token) {

@@ -230,13 +230,8 @@ impl Sampler {
         if n == 0 || self.prepare(logits, mask, history, false).is_err() {
             return Vec::new();
         }
-        let temperature = if self.params.is_greedy() { 1.0 } else { f64::from(self.params.temperature) };
-        let max = max_logit(&self.candidates);
-        let scaled = |c: &Candidate| (f64::from(c.logit) - max) / temperature;
-        let log_total = self.candidates.iter().map(|c| scaled(c).exp()).sum::<f64>().ln();
-        sort_front(&mut self.candidates, n);
-        self.candidates.truncate(n);
-        self.candidates.iter().map(|c| (c.id, scaled(c) - log_total)).collect()
+        let log_softmax = self.log_softmax();
+        self.top_of_prepared(n, &log_softmax)
     }
 
     /// The log-probability of `token` on the same terms as
@@ -257,12 +252,59 @@ impl Sampler {
     /// ```
     pub fn logprob(&mut self, logits: &[f32], mask: Option<&[u32]>, history: &TokenHistory, token: u32) -> Option<f64> {
         self.prepare(logits, mask, history, false).ok()?;
+        self.logprob_of_prepared(token, &self.log_softmax())
+    }
+
+    /// [`logprob`](Sampler::logprob) of `token` and [`top_logprobs`](Sampler::top_logprobs)
+    /// `n`, from one pass of the pipeline (a sampled step that reports its alternatives).
+    ///
+    /// ```
+    /// use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
+    ///
+    /// let mut sampler = Sampler::new(SamplingParams::greedy())?;
+    /// let (logits, history) = ([0.0, 2.0, 1.0], TokenHistory::new());
+    /// let (lp, top) = sampler.logprob_and_top(&logits, None, &history, 2, 2);
+    /// assert_eq!(lp, sampler.logprob(&logits, None, &history, 2));
+    /// assert_eq!(top, sampler.top_logprobs(&logits, None, &history, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn logprob_and_top(
+        &mut self,
+        logits: &[f32],
+        mask: Option<&[u32]>,
+        history: &TokenHistory,
+        token: u32,
+        n: usize,
+    ) -> (Option<f64>, Vec<(u32, f64)>) {
+        if self.prepare(logits, mask, history, false).is_err() {
+            return (None, Vec::new());
+        }
+        let log_softmax = self.log_softmax();
+        let logprob = self.logprob_of_prepared(token, &log_softmax);
+        let top = if n == 0 { Vec::new() } else { self.top_of_prepared(n, &log_softmax) };
+        (logprob, top)
+    }
+
+    /// Log-probabilities over the prepared candidates (temperature 1 when greedy).
+    fn log_softmax(&self) -> impl Fn(&Candidate) -> f64 {
         let temperature = if self.params.is_greedy() { 1.0 } else { f64::from(self.params.temperature) };
         let max = max_logit(&self.candidates);
-        let scaled = |c: &Candidate| (f64::from(c.logit) - max) / temperature;
+        let scaled = move |c: &Candidate| (f64::from(c.logit) - max) / temperature;
         let log_total = self.candidates.iter().map(|c| scaled(c).exp()).sum::<f64>().ln();
+        move |c: &Candidate| scaled(c) - log_total
+    }
+
+    /// `token`'s log-probability among the prepared candidates (in id order).
+    fn logprob_of_prepared(&self, token: u32, log_softmax: &impl Fn(&Candidate) -> f64) -> Option<f64> {
         let chosen = self.candidates.binary_search_by_key(&token, |c| c.id).ok()?;
-        Some(scaled(&self.candidates[chosen]) - log_total)
+        Some(log_softmax(&self.candidates[chosen]))
+    }
+
+    /// The `n` best prepared candidates with their log-probabilities (reorders them).
+    fn top_of_prepared(&mut self, n: usize, log_softmax: &impl Fn(&Candidate) -> f64) -> Vec<(u32, f64)> {
+        sort_front(&mut self.candidates, n);
+        self.candidates.truncate(n);
+        self.candidates.iter().map(|c| (c.id, log_softmax(c))).collect()
     }
 
     /// Stages 1–4: fills `candidates` with the allowed tokens above `-inf` after bias and

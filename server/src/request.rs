@@ -262,18 +262,10 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
         conversation: turns,
     });
     let logprobs = req.logprobs.unwrap_or(false);
-    let top_logprobs = match req.top_logprobs {
-        Some(k) if k as usize > MAX_TOP_LOGPROBS => {
-            return Err(ApiError::invalid(
-                format!("`top_logprobs` must be at most {MAX_TOP_LOGPROBS}, got {k}"),
-                Some("top_logprobs"),
-            ))
-        }
-        Some(k) if k > 0 && !logprobs => {
-            return Err(ApiError::invalid("`top_logprobs` needs `logprobs: true`", Some("top_logprobs")))
-        }
-        k => k.unwrap_or(0) as usize,
-    };
+    let top_logprobs = alternatives(req.top_logprobs, "top_logprobs")?.unwrap_or(0);
+    if top_logprobs > 0 && !logprobs {
+        return Err(ApiError::invalid("`top_logprobs` needs `logprobs: true`", Some("top_logprobs")));
+    }
     let max_tokens = req.max_completion_tokens.or(req.sampling.max_tokens);
     let param = if req.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
     let mut prepared =
@@ -385,15 +377,7 @@ pub fn prepare_completion(req: CompletionRequest, limits: &Limits) -> Result<Pre
     if req.best_of.is_some_and(|b| b > 1) {
         return Err(unsupported("best_of is not supported (use n)", "best_of"));
     }
-    let top_logprobs = match req.logprobs {
-        Some(k) if k as usize > MAX_TOP_LOGPROBS => {
-            return Err(ApiError::invalid(
-                format!("`logprobs` must be at most {MAX_TOP_LOGPROBS}, got {k}"),
-                Some("logprobs"),
-            ))
-        }
-        k => k.map(|k| k as usize),
-    };
+    let top_logprobs = alternatives(req.logprobs, "logprobs")?;
     let max_tokens = req.sampling.max_tokens;
     let mut prepared = prepare(
         Prompt::Text(prompt),
@@ -411,6 +395,16 @@ pub fn prepare_completion(req: CompletionRequest, limits: &Limits) -> Result<Pre
 /// The most alternatives per token a request may ask for (`top_logprobs`, or the legacy
 /// `logprobs`), as OpenAI's API allows.
 pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// The alternatives per token a request asks for in `param`, at most [`MAX_TOP_LOGPROBS`].
+fn alternatives(k: Option<u32>, param: &str) -> Result<Option<usize>, ApiError> {
+    match k {
+        Some(k) if k as usize > MAX_TOP_LOGPROBS => {
+            Err(ApiError::invalid(format!("`{param}` must be at most {MAX_TOP_LOGPROBS}, got {k}"), Some(param)))
+        }
+        k => Ok(k.map(|k| k as usize)),
+    }
+}
 
 fn prepare(
     prompt: Prompt,

@@ -302,7 +302,7 @@ fn build_request(
     };
     let mut request = GenerateRequest::new(prompt).with_params(params);
     request.preset = p.preset.clone();
-    request.top_logprobs = if p.logprobs { p.top_logprobs } else { 0 };
+    request.top_logprobs = p.top_logprobs;
     if let Some(g) = constraint.as_ref().and_then(|c| c.grammar.clone()) {
         request = request.with_grammar(g, constraint.as_ref().map_or("none", |c| c.label));
     }
