@@ -51,10 +51,8 @@ impl MaskRows {
     /// Row `index`, checked against the buffer's rows.
     pub fn row(&mut self, index: usize) -> PyResult<&mut [u32]> {
         self.check(index)?;
-        // SAFETY: `from_py` checked that the buffer is a writable, C-contiguous, aligned
-        // array of `rows * words` 32-bit words, and the caller's object outlives the call;
-        // `&mut self` makes this the only row handed out.
-        Ok(unsafe { std::slice::from_raw_parts_mut((self.address as *mut u32).add(index * self.words), self.words) })
+        // SAFETY: checked above; `&mut self` makes this the only row handed out.
+        Ok(unsafe { self.slice(index) })
     }
 
     /// Distinct rows `indices[i]`, one per index; an index may appear once only.
@@ -66,13 +64,19 @@ impl MaskRows {
                 return Err(PyValueError::new_err(format!("bitmask row {i} is named twice")));
             }
         }
-        // SAFETY: as in `row`; the indices are distinct, so the rows do not overlap.
-        Ok(indices
-            .iter()
-            .map(|&i| unsafe {
-                std::slice::from_raw_parts_mut((self.address as *mut u32).add(i * self.words), self.words)
-            })
-            .collect())
+        // SAFETY: checked above; the indices are distinct, so the rows do not overlap, and
+        // `&mut self` keeps any other row from being handed out meanwhile.
+        Ok(indices.iter().map(|&i| unsafe { self.slice(i) }).collect())
+    }
+
+    /// Row `index` as a slice.
+    ///
+    /// # Safety
+    /// `index < self.rows`, and no other live slice of the same row. `from_py` checked
+    /// that the buffer is a writable, C-contiguous, aligned array of `rows * words` 32-bit
+    /// words, and the caller's object outlives the call.
+    unsafe fn slice<'a>(&self, index: usize) -> &'a mut [u32] {
+        std::slice::from_raw_parts_mut((self.address as *mut u32).add(index * self.words), self.words)
     }
 
     fn check(&self, index: usize) -> PyResult<()> {

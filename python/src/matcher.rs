@@ -25,35 +25,21 @@ pub struct PyMatcher {
     grammar: Py<PyGrammar>,
 }
 
-/// `Ok(false)` for a token the grammar refuses; an exception for an engine limit.
-fn refused(e: MatchError) -> PyResult<bool> {
-    match e {
-        MatchError::LimitExceeded { .. } => Err(match_error(e)),
-        _ => Ok(false),
+/// Accepts `token` if the grammar allows it: `Ok(false)` (and no change) for a refused
+/// token, an id outside the vocabulary or a terminated matcher; an engine limit is the
+/// error.
+fn try_accept(m: &mut Matcher, token: i64) -> Result<bool, MatchError> {
+    let Ok(token) = u32::try_from(token) else { return Ok(false) };
+    match m.accept_token(token) {
+        Ok(()) => Ok(true),
+        Err(e @ MatchError::LimitExceeded { .. }) => Err(e),
+        Err(_) => Ok(false),
     }
 }
 
 impl PyMatcher {
     fn words(&self) -> usize {
         bitmask::words(self.inner.grammar().vocab().mask_width())
-    }
-
-    /// Accepts `tokens` one by one; on a refusal undoes them all. The count accepted.
-    fn accept_all_or_none(&mut self, tokens: &[i64]) -> PyResult<bool> {
-        for (i, &t) in tokens.iter().enumerate() {
-            let step = match u32::try_from(t) {
-                Ok(t) => self.inner.accept_token(t).map_or_else(refused, |()| Ok(true)),
-                Err(_) => Ok(false),
-            };
-            match step {
-                Ok(true) => {}
-                other => {
-                    self.inner.rollback(i).expect("rolling back tokens just accepted");
-                    return other;
-                }
-            }
-        }
-        Ok(true)
     }
 }
 
@@ -81,15 +67,25 @@ impl PyMatcher {
     /// is outside the vocabulary, or the matcher is terminated.
     fn consume_token(&mut self, py: Python<'_>, token: i64) -> PyResult<bool> {
         let inner = &mut self.inner;
-        match u32::try_from(token) {
-            Ok(t) => py.detach(|| inner.accept_token(t)).map_or_else(refused, |()| Ok(true)),
-            Err(_) => Ok(false),
-        }
+        py.detach(|| try_accept(inner, token)).map_err(match_error)
     }
 
     /// Accepts all of `tokens` or none: False (and no change) when one is refused.
     fn consume_tokens(&mut self, py: Python<'_>, tokens: Vec<i64>) -> PyResult<bool> {
-        py.detach(|| self.accept_all_or_none(&tokens))
+        let inner = &mut self.inner;
+        py.detach(|| {
+            for (i, &t) in tokens.iter().enumerate() {
+                match try_accept(inner, t) {
+                    Ok(true) => {}
+                    other => {
+                        inner.rollback(i).expect("rolling back tokens just accepted");
+                        return other;
+                    }
+                }
+            }
+            Ok(true)
+        })
+        .map_err(match_error)
     }
 
     /// How many leading tokens of `tokens` the grammar accepts from here, without
@@ -100,14 +96,13 @@ impl PyMatcher {
             let mut accepted = 0;
             let mut failure = None;
             for &t in &tokens {
-                let Ok(t) = u32::try_from(t) else { break };
-                match inner.accept_token(t) {
-                    Ok(()) => accepted += 1,
-                    Err(e @ MatchError::LimitExceeded { .. }) => {
+                match try_accept(inner, t) {
+                    Ok(true) => accepted += 1,
+                    Ok(false) => break,
+                    Err(e) => {
                         failure = Some(e);
                         break;
                     }
-                    Err(_) => break,
                 }
             }
             inner.rollback(accepted).expect("rolling back tokens just accepted");

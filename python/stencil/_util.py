@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+
+def env_flag(name: str) -> bool:
+    """True when the environment variable `name` is set to anything but "", "0" or "false"."""
+    return os.environ.get(name, "0") not in ("", "0", "false")
+
 
 def utf8_prefix(data: bytes) -> str:
     """The longest prefix of `data` that is whole UTF-8 characters, decoded (forced bytes

@@ -23,7 +23,7 @@ processor notices the reordering and raises.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import (
     Compiler,
@@ -70,9 +70,13 @@ class StencilLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
 
     # -- construction from a tokenizer ------------------------------------------------
 
-    @staticmethod
-    def _vocab(tokenizer: Any, vocab_size: int | None) -> Vocab:
-        return Vocab.from_huggingface(tokenizer, vocab_size=vocab_size)
+    @classmethod
+    def _for_tokenizer(
+        cls, tokenizer: Any, vocab_size: int | None, compile: Callable[[Compiler], Grammar]
+    ) -> "StencilLogitsProcessor":
+        """A processor for the grammar `compile` makes against the tokenizer's vocabulary."""
+        grammar = compile(Compiler(Vocab.from_huggingface(tokenizer, vocab_size=vocab_size)))
+        return cls(grammar, pad_token_id=getattr(tokenizer, "pad_token_id", None))
 
     @classmethod
     def from_json_schema(
@@ -81,24 +85,21 @@ class StencilLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         """A processor for a JSON Schema; `options` go to `Compiler.compile_json_schema`
         (whitespace, indent, separators, strict, property_order). `vocab_size`: the model's
         logits width (`model.config.vocab_size`) when it exceeds the tokenizer's."""
-        grammar = Compiler(cls._vocab(tokenizer, vocab_size)).compile_json_schema(schema, **options)
-        return cls(grammar, pad_token_id=getattr(tokenizer, "pad_token_id", None))
+        return cls._for_tokenizer(tokenizer, vocab_size, lambda c: c.compile_json_schema(schema, **options))
 
     @classmethod
     def from_grammar(
         cls, tokenizer: Any, gbnf: str, vocab_size: int | None = None
     ) -> "StencilLogitsProcessor":
         """A processor for a GBNF grammar (llama.cpp's dialect, `root` rule)."""
-        grammar = Compiler(cls._vocab(tokenizer, vocab_size)).compile_grammar(gbnf)
-        return cls(grammar, pad_token_id=getattr(tokenizer, "pad_token_id", None))
+        return cls._for_tokenizer(tokenizer, vocab_size, lambda c: c.compile_grammar(gbnf))
 
     @classmethod
     def from_regex(
         cls, tokenizer: Any, pattern: str, vocab_size: int | None = None
     ) -> "StencilLogitsProcessor":
         """A processor for a regular expression (anchored at both ends)."""
-        grammar = Compiler(cls._vocab(tokenizer, vocab_size)).compile_regex(pattern)
-        return cls(grammar, pad_token_id=getattr(tokenizer, "pad_token_id", None))
+        return cls._for_tokenizer(tokenizer, vocab_size, lambda c: c.compile_regex(pattern))
 
     # -- state ------------------------------------------------------------------------
 

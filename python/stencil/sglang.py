@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from typing import Any, List, Optional, Tuple
 
@@ -48,7 +47,7 @@ from . import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
 )
-from ._util import utf8_prefix
+from ._util import env_flag, utf8_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +298,7 @@ def create_backend(
     disable_ws = kwargs.get("constrained_json_disable_any_whitespace")
     if disable_ws is None:
         disable_ws = getattr(server_args, "constrained_json_disable_any_whitespace", False)
-    strict = os.environ.get("STENCIL_SGLANG_STRICT", "0") not in ("", "0", "false")
+    strict = env_flag("STENCIL_SGLANG_STRICT")
     backend = StencilGrammarBackend(
         tokenizer, vocab_size, any_whitespace=not disable_ws, strict=strict
     )

@@ -43,12 +43,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import CompileError, Compiler, Matcher, Vocab, bitmask_words
-from ._util import utf8_prefix
+from ._util import env_flag, utf8_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +211,7 @@ class StencilBackend(_BackendBase):
         )
         # vLLM has no strictness knob: like its other backends, compile what can be
         # enforced and log the rest (STENCIL_VLLM_STRICT=1 refuses such schemas).
-        self.strict = os.environ.get("STENCIL_VLLM_STRICT", "0") not in ("", "0", "false")
+        self.strict = env_flag("STENCIL_VLLM_STRICT")
         if type(self.tokenizer).__name__ == "MistralTokenizer":
             raise ValueError(
                 "the Stencil backend needs a Hugging Face fast tokenizer; "
@@ -358,7 +357,7 @@ def plugin() -> None:
     """The `vllm.general_plugins` entry point, which vLLM calls in each of its processes:
     `register()` when `STENCIL_VLLM=1`, nothing otherwise (installing the package must
     not take over the "guidance" backend of every vLLM on the machine)."""
-    if os.environ.get("STENCIL_VLLM", "0") not in ("", "0", "false"):
+    if env_flag("STENCIL_VLLM"):
         register()
 
 
