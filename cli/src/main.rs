@@ -512,7 +512,8 @@ pub struct SchemaShapeArgs {
     indent: Option<usize>,
     /// Declared properties in any order (each at most once, required ones present) instead
     /// of schema order; objects with more than 8 declared properties are an error (with
-    /// --lenient: kept in schema order, with a warning).
+    /// --lenient: widened, with a warning: up to 8 required names tracked, the other names
+    /// free to repeat, left to post-hoc validation).
     #[arg(long, requires = "schema")]
     any_order: bool,
 }

@@ -50,8 +50,9 @@
 //!
 //! ## What the grammar enforces
 //! Types, `enum`/`const`, objects (`properties`, `required`, `additionalProperties`,
-//! `patternProperties`, `propertyNames` in simple forms, `minProperties`/`maxProperties`,
-//! `dependentRequired`), arrays (`items`, `prefixItems`, `additionalItems`,
+//! `patternProperties`, `unevaluatedProperties` (over the keys its subschema and what
+//! that applies in place leave), `propertyNames` in simple forms,
+//! `minProperties`/`maxProperties`, `dependentRequired`), arrays (`items`, `prefixItems`, `additionalItems`,
 //! `minItems`/`maxItems`, `contains`, `uniqueItems` over small enum-like items), strings
 //! (`minLength`/`maxLength` in code points, `pattern` translated from ECMA-262, `format`),
 //! integer and decimal bounds, `multipleOf` for integers and powers of ten, `anyOf`, `oneOf`
@@ -124,8 +125,9 @@ pub enum PropertyOrder {
     /// The grammar needs one rule per subset of declared names already written (2^n), so
     /// this holds for objects of at most [`SchemaLimits::max_any_order_properties`]
     /// declared names; above it, strict mode refuses the schema
-    /// ([`SchemaError::TooLarge`]) and lenient mode keeps schema order for that object,
-    /// with a warning.
+    /// ([`SchemaError::TooLarge`]) and lenient mode widens that object, with a warning:
+    /// names in any order, up to that many required names tracked (present, once), the
+    /// other names free to repeat, and counts and dependencies left to post-hoc validation.
     ///
     /// ```
     /// use stencil_schema::{compile_schema, PropertyOrder, SchemaOptions};

@@ -172,6 +172,37 @@ fn min_properties_over_exact_keys() {
     exact(schema, &[]);
 }
 
+/// `unevaluatedProperties` applies to the keys that neither its subschema nor what that
+/// applies in place (`allOf`, `$ref`, `if`/`then`) evaluates; a sibling's keys do not count.
+#[test]
+fn unevaluated_properties_sees_in_place_subschemas() {
+    let no_more = |inner: Value| json!({"allOf": [inner], "unevaluatedProperties": false});
+    assert!(exact(no_more(json!({"properties": {"a": {"type": "integer"}}})), &["a"]) > 1);
+    exact(no_more(json!({"additionalProperties": {"type": "integer"}})), &[]);
+    exact(no_more(json!({"allOf": [{"patternProperties": {"^b": {"type": "array"}}}]})), &[]);
+    // Through a reference, with a schema for the rest, and patterns it sees.
+    exact(
+        json!({
+            "$ref": "#/$defs/c",
+            "unevaluatedProperties": {"type": "array"},
+            "$defs": {"c": {"properties": {"ab": {"type": "integer"}}, "patternProperties": {"^b": {"type": "integer"}}}}
+        }),
+        &["ab"],
+    );
+    // then: evaluated when the condition holds.
+    exact(
+        json!({"if": {"type": "object"}, "then": {"properties": {"b": {"type": "integer"}}}, "unevaluatedProperties": false}),
+        &["b"],
+    );
+    // A sibling's properties are unevaluated for it: only `{}`.
+    assert_eq!(exact(json!({"allOf": [{"properties": {"a": {}}}, {"unevaluatedProperties": false}]}), &["a"]), 1);
+    // Keys two anyOf branches evaluate together are seen through one branch: a narrowing, said.
+    let both = json!({"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}], "unevaluatedProperties": false});
+    let c = compile_schema(&both, &SchemaOptions::compact().lenient()).unwrap();
+    assert!(c.warnings.iter().any(|w| w.keyword == "unevaluatedProperties" && w.narrows), "{:?}", c.warnings);
+    assert!(compile_schema(&both, &SchemaOptions::compact()).is_err());
+}
+
 /// Never a false statement: when only a narrowing leaves no value, the error says so and
 /// names it; "admits no value" is for schemas that admit none.
 #[test]

@@ -52,8 +52,9 @@ impl<'o> Ctx<'o> {
         let mut pattern_member: Option<(&MemberObj, bool)> = None;
         let mut key_lang: Option<Expr> = None;
         // No extras at all: nothing to say about the keywords below.
-        for MemberObj { patterns, additional, unevaluated, property_names, .. } in members {
-            let add = additional.or(*unevaluated);
+        for m @ MemberObj { patterns, additional, unevaluated, property_names, .. } in members {
+            // An unevaluatedProperties leaves the keys of the patterns it sees alone.
+            let add = additional.or(unevaluated.filter(|_| !sees_patterns(m, members)));
             if patterns.is_empty() && add.is_some_and(|a| *self.loc.schema(a) == Value::Bool(false)) {
                 return Ok(None);
             }
@@ -68,6 +69,14 @@ impl<'o> Ctx<'o> {
             if let Some(extras) = self.exact_extras(members, declared, cd)? {
                 return Ok(extras);
             }
+        }
+        if let Some(m) = members.iter().find(|m| m.unevaluated.is_some() && sees_patterns(m, members)) {
+            let p = self.loc.ptr(m.sid);
+            self.diag.narrowed(
+                "unevaluatedProperties",
+                &p,
+                "applied also to the keys of the patternProperties it sees (their key languages are past the limits)",
+            )?;
         }
         for member in members {
             let MemberObj { sid, patterns, additional, unevaluated, property_names, .. } = member;
@@ -188,6 +197,9 @@ impl<'o> Ctx<'o> {
     /// one `propertyNames` language, or one `patternProperties` pattern with
     /// `additionalProperties: false` (or a pattern matching every key).
     fn exact_needed(&mut self, members: &[MemberObj]) -> Result<bool, SchemaError> {
+        if members.iter().any(|m| m.unevaluated.is_some() && sees_patterns(m, members)) {
+            return Ok(true);
+        }
         let with_patterns: Vec<&MemberObj> = members.iter().filter(|m| !m.patterns.is_empty()).collect();
         let names = members.iter().filter(|m| m.property_names.is_some()).count();
         Ok(match with_patterns.as_slice() {
@@ -263,8 +275,11 @@ impl<'o> Ctx<'o> {
                         matched = true;
                     }
                 }
+                // unevaluatedProperties: unless a pattern it sees matched.
+                let seen =
+                    || owners.iter().zip(v).any(|((o, psid), &inside)| inside && psid.is_some() && m.sees.contains(o));
                 if !matched {
-                    if let Some(a) = m.additional.or(m.unevaluated) {
+                    if let Some(a) = m.additional.or(m.unevaluated.filter(|_| !seen())) {
                         c.insert((a, false));
                     }
                 }
@@ -454,4 +469,10 @@ impl<'o> Ctx<'o> {
             _ => Ok(None),
         }
     }
+}
+
+/// Whether `m`'s `unevaluatedProperties` sees a member with `patternProperties` (whose
+/// keys it then does not apply to).
+fn sees_patterns(m: &MemberObj, members: &[MemberObj]) -> bool {
+    m.sees.iter().any(|&j| !members[j].patterns.is_empty())
 }

@@ -4,10 +4,12 @@
 //! `required` need). [`any_order`] writes the [`crate::PropertyOrder::Any`] form instead;
 //! [`extra`] the grammar of one extra member.
 //!
-//! Invariant: a declared name appears at most once, and extra keys never spell a declared
-//! name, so every object the grammar writes has unique keys.
+//! Invariant: a declared name appears at most once (except for the untracked names of a
+//! widened [`crate::PropertyOrder::Any`] object, in lenient mode), and extra keys never
+//! spell a declared name.
 
 mod any_order;
+mod evaluated;
 mod extra;
 
 use std::collections::BTreeSet;
@@ -30,6 +32,9 @@ struct MemberObj<'o> {
     patterns: Vec<(String, Sid)>,
     additional: Option<Sid>,
     unevaluated: Option<Sid>,
+    /// With `unevaluated`: the other members whose evaluated keys it does not apply to
+    /// (indices into the branch's members, see [`evaluated`]).
+    sees: Vec<usize>,
     property_names: Option<Sid>,
 }
 
@@ -55,6 +60,7 @@ impl<'o> Ctx<'o> {
                 patterns: vec![],
                 additional: None,
                 unevaluated: None,
+                sees: vec![],
                 property_names: None,
             };
             if let Some(Value::Object(p)) = m.get("properties") {
@@ -128,6 +134,7 @@ impl<'o> Ctx<'o> {
             }
             members.push(mo);
         }
+        self.resolve_unevaluated(&mut members)?;
         // Declared names: properties in order, then required, then dependency names.
         for r in &required_order {
             if in_order.insert(r) {
@@ -186,7 +193,16 @@ impl<'o> Ctx<'o> {
                     if let Some(a) = mo.additional {
                         c.insert((a, false));
                     } else if let Some(u) = mo.unevaluated {
-                        c.insert((u, false));
+                        let mut seen = false;
+                        for &j in &mo.sees {
+                            let o = &members[j];
+                            seen |= evaluated::evaluates_name(o, name, |p| {
+                                self.pattern_matches(p, name, |c| c.loc.ptr(o.sid))
+                            })?;
+                        }
+                        if !seen {
+                            c.insert((u, false));
+                        }
                     }
                 }
                 if let Some(pn) = mo.property_names {
@@ -238,7 +254,7 @@ impl<'o> Ctx<'o> {
             r
         };
         // The chain tracks at most 12 names (any order tracks them all).
-        if !any_order && relevant.len() > 12 {
+        if any_order.is_none() && relevant.len() > 12 {
             for ((g, kw, p), idx) in absent_groups.iter().zip(&absent) {
                 if idx.iter().any(|i| relevant.iter().position(|r| r == i).is_none_or(|b| b >= 12)) {
                     let reason = format!("more than 12 properties to track: objects with the tracked names of {g:?} are refused even when an untracked one is absent");
@@ -252,7 +268,7 @@ impl<'o> Ctx<'o> {
         }
         let relevant: Vec<usize> = relevant.into_iter().take(12).collect();
         let cap = if max_props.is_some() || min_props > 0 { max_props.unwrap_or(0).max(min_props) + 1 } else { 0 };
-        if !any_order && cap > 64 && declared.len() > 64 {
+        if any_order.is_none() && cap > 64 && declared.len() > 64 {
             let p = self.loc.ptr(node.members[0]);
             self.diag.unenforced("maxProperties", &p, "counts above 64 with many properties")?;
         }
@@ -277,7 +293,10 @@ impl<'o> Ctx<'o> {
             base: sanitize(&self.loc.ptr(node.members.first().copied().unwrap_or(0))),
             pointer: self.loc.ptr(node.members.first().copied().unwrap_or(0)),
         };
-        let body = if any_order { self.any_order_rule(&chain)? } else { self.chain_rule(&chain)? };
+        let body = match any_order {
+            Some(how) => self.any_order_rule(&chain, how)?,
+            None => self.chain_rule(&chain)?,
+        };
         Ok(body.map(|b| {
             let name = format!("{}-object", chain.base);
             Expr::Rule(self.out.add_kept_rule(&name, seq(vec![lit("{"), b])))
