@@ -73,15 +73,18 @@ impl Product {
         let ncols = columns.len();
         let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
         let mut sets: Vec<Vec<u32>> = Vec::new();
-        let first = nfa.closure(vec![start]);
+        let mut marks = Marks::default();
+        let first = nfa.closure(vec![start], &mut marks);
         ids.insert(first.clone(), 0);
         sets.push(first);
         let mut next: Vec<u32> = Vec::new();
         let mut member: Vec<Vec<bool>> = Vec::new();
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); ncols];
+        let mut previous_moves: Vec<u32> = Vec::new();
         let mut s = 0;
         while s < sets.len() {
             let set = std::mem::take(&mut sets[s]);
+            next.reserve(ncols);
             let mut m = vec![false; langs.len()];
             for &q in &set {
                 let st = &nfa.states[q as usize];
@@ -96,8 +99,16 @@ impl Product {
             }
             member.push(m);
             // An empty target set is a state too (the strings in none of the languages).
+            // Neighbouring columns often move alike (the pieces of one class): their
+            // target is looked up once.
+            let mut previous: Option<u32> = None;
             for b in buckets.iter_mut() {
-                let target = nfa.closure(std::mem::take(b));
+                if let Some(id) = previous.filter(|_| *b == previous_moves) {
+                    next.push(id);
+                    b.clear();
+                    continue;
+                }
+                let target = nfa.closure(b.clone(), &mut marks);
                 let id = match ids.get(&target) {
                     Some(&id) => id,
                     None => {
@@ -111,6 +122,9 @@ impl Product {
                     }
                 };
                 next.push(id);
+                previous = Some(id);
+                std::mem::swap(&mut previous_moves, b);
+                b.clear();
             }
             s += 1;
         }
@@ -129,10 +143,17 @@ impl Product {
 
     /// The strings ending in a state that `accept` keeps, as a full-match HIR (`fail` when
     /// there is none); `None` when it would pass `max_size` HIR nodes.
+    #[cfg(test)]
     pub(crate) fn language(&self, accept: &[bool], max_size: usize) -> Option<Hir> {
+        self.languages(&[accept.to_vec()], max_size).and_then(|mut v| v.pop())
+    }
+
+    /// [`Product::language`] of each of `accepts`, or `None` when one is past the limits:
+    /// every one is minimized before any is built back, so that a schema whose last
+    /// language is too large does not pay for the others'.
+    pub(crate) fn languages(&self, accepts: &[Vec<bool>], max_size: usize) -> Option<Vec<Hir>> {
         let n = self.len();
         let ncols = self.columns.len();
-        // States from which an accepting one is reachable.
         let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
         for s in 0..n {
             for &t in &self.next[s * ncols..(s + 1) * ncols] {
@@ -141,6 +162,18 @@ impl Product {
                 }
             }
         }
+        let minimal: Vec<Option<Minimal>> =
+            accepts.iter().map(|a| self.minimal(a, &rev)).collect::<Option<Vec<_>>>()?;
+        minimal.into_iter().map(|m| m.map_or(Some(Hir::fail()), |m| self.eliminate(&m, max_size))).collect()
+    }
+
+    /// The minimal DFA of the strings ending in an `accept` state (`rev`: each state's
+    /// predecessors): `Some(None)` when there are none, `None` past [`MAX_ELIMINATED`]
+    /// states.
+    fn minimal<'a>(&self, accept: &'a [bool], rev: &[Vec<u32>]) -> Option<Option<Minimal<'a>>> {
+        let n = self.len();
+        let ncols = self.columns.len();
+        // States from which an accepting one is reachable.
         let mut live = accept.to_vec();
         let mut stack: Vec<usize> = (0..n).filter(|&s| accept[s]).collect();
         while let Some(s) = stack.pop() {
@@ -152,7 +185,7 @@ impl Product {
             }
         }
         if !live[0] {
-            return Some(Hir::fail());
+            return Some(None);
         }
         // Moore's minimization of the live part (dead targets as one class).
         let mut class: Vec<u32> = (0..n).map(|s| if !live[s] { DEAD } else { accept[s] as u32 }).collect();
@@ -175,10 +208,18 @@ impl Product {
                 break;
             }
             count = c;
+            if count > MAX_ELIMINATED {
+                return None;
+            }
         }
-        if count > MAX_ELIMINATED {
-            return None;
-        }
+        Some(Some(Minimal { accept, live, class, count }))
+    }
+
+    /// The language of a minimal DFA as a HIR, by state elimination; `None` past
+    /// `max_size` HIR nodes.
+    fn eliminate(&self, m: &Minimal<'_>, max_size: usize) -> Option<Hir> {
+        let Minimal { accept, live, class, count } = m;
+        let (n, ncols, count) = (self.len(), self.columns.len(), *count);
         // The minimal DFA's edges, labelled by unions of columns.
         let start = class[0] as usize;
         let mut accepting = vec![false; count];
@@ -247,6 +288,15 @@ impl Product {
         }
         Some(edge[init].remove(&fin).unwrap_or_else(Hir::fail))
     }
+}
+
+/// A minimal DFA inside the product: the classes of the live states (those that reach an
+/// accepting one).
+struct Minimal<'a> {
+    accept: &'a [bool],
+    live: Vec<bool>,
+    class: Vec<u32>,
+    count: usize,
 }
 
 fn star(h: &Hir) -> Hir {
@@ -455,20 +505,45 @@ impl Nfa<'_> {
     }
 
     /// The states reachable from `set` by empty moves, sorted.
-    fn closure(&self, mut set: Vec<u32>) -> Vec<u32> {
-        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
-        let mut stack = set.clone();
-        while let Some(q) = stack.pop() {
-            for &t in &self.states[q as usize].eps {
-                if seen.insert(t) {
+    fn closure(&self, mut set: Vec<u32>, marks: &mut Marks) -> Vec<u32> {
+        if set.is_empty() {
+            return set;
+        }
+        marks.next_round(self.states.len());
+        set.retain(|&q| marks.insert(q));
+        let mut i = 0;
+        while i < set.len() {
+            for &t in &self.states[set[i] as usize].eps {
+                if marks.insert(t) {
                     set.push(t);
-                    stack.push(t);
                 }
             }
+            i += 1;
         }
         set.sort_unstable();
-        set.dedup();
         set
+    }
+}
+
+/// The NFA states one closure has seen: a round number per state, so that each closure
+/// starts empty without clearing.
+#[derive(Default)]
+struct Marks {
+    round: u32,
+    seen: Vec<u32>,
+}
+
+impl Marks {
+    fn next_round(&mut self, states: usize) {
+        self.seen.resize(states, 0);
+        self.round += 1;
+    }
+
+    /// Marks `q`; whether it was new this round.
+    fn insert(&mut self, q: u32) -> bool {
+        let new = self.seen[q as usize] != self.round;
+        self.seen[q as usize] = self.round;
+        new
     }
 }
 

@@ -31,8 +31,8 @@ pub(crate) struct Memo {
     /// each declared name is tested against each `patternProperties` pattern), with their
     /// matchers.
     patterns: HashMap<String, Result<Rc<Hir>, String>>,
-    /// Keys of a `patternProperties` pattern less the declared names it matches (see
-    /// [`Ctx::key_minus_declared`]), by pattern and those names.
+    /// Keys of a `patternProperties` pattern (or a key language) less the declared names
+    /// it matches (see [`Ctx::key_minus_declared`]), by pattern or language and those names.
     pub(crate) pattern_keys: HashMap<(String, Vec<String>), Option<Expr>>,
     matchers: HashMap<String, Option<regex_automata::meta::Regex>>,
     /// Product automata of key languages (see [`Ctx::exact_extras`]), by the languages'

@@ -20,7 +20,7 @@ use stencil_grammar::{Expr, Grammar, RuleId};
 use crate::compile::Ctx;
 use crate::escape::json_string;
 use crate::locate::{ref_overrides_siblings, Sid};
-use crate::node::{json_eq, value_type, Node, Types};
+use crate::node::{json_eq, value_type, Node, Types, ASSERTING};
 use crate::SchemaError;
 
 /// The grammar being written.
@@ -271,29 +271,16 @@ impl<'o> Ctx<'o> {
     fn value_satisfies(&mut self, v: &Value, members: &[Sid]) -> Result<bool, SchemaError> {
         for &m in members {
             let Value::Object(map) = self.loc.schema(m) else { continue };
-            let annotation = |k: &str| {
-                matches!(
-                    k,
-                    "title"
-                        | "description"
-                        | "$comment"
-                        | "default"
-                        | "examples"
-                        | "$id"
-                        | "$schema"
-                        | "$anchor"
-                        | "$defs"
-                        | "definitions"
-                )
-            };
+            let annotation = |k: &str| !ASSERTING.contains(&k);
             let simple = map.keys().all(|k| matches!(k.as_str(), "type" | "enum" | "const") || annotation(k));
             if simple {
                 continue; // type/enum/const are applied by the caller
             }
-            // A reference and an `allOf` add their subschemas to the members: checked there.
-            // (Up to draft 7, a `$ref`'s siblings do not apply at all.)
+            // A reference, an `allOf` and an `anyOf` add their subschemas (the branch's
+            // choice, for `anyOf`) to the members: checked there. (Up to draft 7, a `$ref`'s
+            // siblings do not apply at all.)
             let implied = ref_overrides_siblings(self.loc.draft(m), map)
-                || map.keys().all(|k| matches!(k.as_str(), "$ref" | "allOf") || annotation(k));
+                || map.keys().all(|k| matches!(k.as_str(), "$ref" | "allOf" | "anyOf") || annotation(k));
             if implied {
                 continue;
             }

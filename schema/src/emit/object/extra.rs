@@ -291,15 +291,12 @@ impl<'o> Ctx<'o> {
             groups[g].1[s] = true;
         }
         // Each group's keys first (all or nothing), then their values.
-        let mut keyed: Vec<(Conj, Hir)> = Vec::new();
-        for (c, accept) in groups {
-            let Some(lang) = product.language(&accept, crate::keyset::KeyLimits::default().hir_size) else {
-                return Ok(None);
-            };
-            if lang.properties().minimum_len().is_some() {
-                keyed.push((c, lang));
-            }
-        }
+        let (conjs, accepts): (Vec<Conj>, Vec<Vec<bool>>) = groups.into_iter().unzip();
+        let Some(langs) = product.languages(&accepts, crate::keyset::KeyLimits::default().hir_size) else {
+            return Ok(None);
+        };
+        let keyed: Vec<(Conj, Hir)> =
+            conjs.into_iter().zip(langs).filter(|(_, lang)| lang.properties().minimum_len().is_some()).collect();
         let sid = members[0].sid;
         let sep = self.style.key_sep();
         let mut alts = Vec::new();
@@ -345,9 +342,11 @@ impl<'o> Ctx<'o> {
                 declared.iter().filter(|d| re.as_ref().is_none_or(|re| re.is_match(d))).cloned().collect()
             }
         };
-        // Objects repeat their patterns and names: the keys are built once.
-        let memo = pattern.map(|p| (p.to_string(), hit.clone()));
-        if let Some(keys) = memo.as_ref().and_then(|m| self.memo.pattern_keys.get(m)) {
+        // Objects repeat their patterns (and key languages) and names: the keys are built
+        // once.
+        let source = pattern.map_or_else(|| format!("language {h}"), |p| format!("pattern {p}"));
+        let memo = (source, hit.clone());
+        if let Some(keys) = self.memo.pattern_keys.get(&memo) {
             return Ok(keys.clone());
         }
         let escaped = |c: &Self, rest: &Hir| match escape_hir(rest) {
@@ -371,9 +370,7 @@ impl<'o> Ctx<'o> {
                 }
             }
         };
-        if let Some(m) = memo {
-            self.memo.pattern_keys.insert(m, keys.clone());
-        }
+        self.memo.pattern_keys.insert(memo, keys.clone());
         Ok(keys)
     }
 
