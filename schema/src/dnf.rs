@@ -23,6 +23,9 @@ pub(crate) type Member = (Sid, bool);
 /// Schemas that must all hold at one value position.
 pub(crate) type Conj = BTreeSet<Member>;
 
+/// The keywords [`Ctx::dnf`] expands (`then`/`else` come with `if`).
+pub(crate) const APPLICATORS: [&str; 7] = ["$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if"];
+
 impl<'o> Ctx<'o> {
     /// `Err` once `n` combinations of `keyword`'s branches pass `max_branches`.
     fn check_branches(&self, sid: Sid, keyword: &str, n: usize) -> Result<(), SchemaError> {
@@ -129,7 +132,6 @@ impl<'o> Ctx<'o> {
         };
         // Most subschemas have no applicator: one pass over the keys instead of a lookup
         // (a SipHash of the key) per applicator.
-        const APPLICATORS: [&str; 7] = ["$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if"];
         if !m.keys().any(|k| APPLICATORS.contains(&k.as_str())) {
             return Ok(vec![b]);
         }

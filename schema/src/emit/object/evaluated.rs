@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::MemberObj;
 use crate::compile::Ctx;
+use crate::dnf::APPLICATORS;
 use crate::locate::{ref_overrides_siblings, Sid};
 use crate::{Draft, SchemaError};
 
@@ -92,10 +93,7 @@ impl<'o> Ctx<'o> {
     /// applicator (a reference or a combination: not looked into).
     fn evaluates_keys(&self, sid: Sid) -> bool {
         let Value::Object(m) = self.loc.schema(sid) else { return false };
-        EVALUATING
-            .iter()
-            .chain(&["$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if"])
-            .any(|k| m.contains_key(*k))
+        EVALUATING.iter().chain(&APPLICATORS).any(|k| m.contains_key(*k))
     }
 }
 
