@@ -152,19 +152,117 @@ impl Product {
     /// every one is minimized before any is built back, so that a schema whose last
     /// language is too large does not pay for the others'.
     pub(crate) fn languages(&self, accepts: &[Vec<bool>], max_size: usize) -> Option<Vec<Hir>> {
-        let n = self.len();
+        let rev = self.predecessors();
+        let minimal: Vec<Option<Minimal>> =
+            accepts.iter().map(|a| self.minimal(a, &rev)).collect::<Option<Vec<_>>>()?;
+        minimal
+            .into_iter()
+            .map(|m| m.map_or(Some(Hir::fail()), |m| self.eliminate(&m, m.class[0] as usize, max_size)))
+            .collect()
+    }
+
+    /// The strings ending in an `accept` state, less `words`, along the words' trie (see
+    /// [`WithoutWords`]); `None` past the limits: [`MAX_ELIMINATED`] states, `max_size`
+    /// HIR nodes in the rests together, or a trie too big to walk.
+    ///
+    /// ```text
+    /// (?:[^_]|_[^L]|…)* minus ["Fuel", "Fun"]  ⇒  F (u (e (l [^"…] rest0 | …) | n (…) | [^en] rest0) | …) | [^F] rest0
+    /// ```
+    pub(crate) fn without_words(&self, accept: &[bool], words: &[String], max_size: usize) -> Option<WithoutWords> {
+        let rev = self.predecessors();
+        let Some(m) = self.minimal(accept, &rev)? else {
+            return Some(WithoutWords { root: TrieNode::default(), rests: Vec::new() });
+        };
+        let mut words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
+        words.sort_unstable();
+        words.dedup();
+        let nodes: usize = words.iter().map(Vec::len).sum::<usize>() + 1;
+        if nodes.saturating_mul(self.columns.len()) > MAX_TRIE_WORK {
+            return None;
+        }
+        let mut rests = Rests { of_class: HashMap::default(), hirs: Vec::new(), budget: max_size };
+        let root = self.trie_node(&m, 0, &words, 0, &mut rests)?;
+        Some(WithoutWords { root, rests: rests.hirs })
+    }
+
+    /// The node of the trie of `words` (sorted, sharing their first `depth` characters)
+    /// where the DFA is in state `s`.
+    fn trie_node(
+        &self,
+        m: &Minimal<'_>,
+        s: usize,
+        words: &[Vec<char>],
+        depth: usize,
+        rests: &mut Rests,
+    ) -> Option<TrieNode> {
+        let ending = words.iter().take_while(|w| w.len() == depth).count();
+        let mut node = TrieNode { ends: ending == 0 && m.accept[s], ..TrieNode::default() };
+        let mut taken = Vec::new();
+        for run in words[ending..].chunk_by(|a, b| a[depth] == b[depth]) {
+            let c = run[0][depth];
+            taken.push(ClassUnicodeRange::new(c, c));
+            let t = self.step(s, c);
+            if t != DEAD && m.live[t as usize] {
+                let sub = self.trie_node(m, t as usize, run, depth + 1, rests)?;
+                if !sub.is_empty() {
+                    node.next.push((c, sub));
+                }
+            }
+        }
+        let taken = ClassUnicode::new(taken);
+        // The characters that leave the trie, by the (minimal) state they lead to.
         let ncols = self.columns.len();
-        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for s in 0..n {
+        let mut leave: Vec<(u32, Vec<ClassUnicodeRange>)> = Vec::new();
+        for (c, &t) in self.next[s * ncols..(s + 1) * ncols].iter().enumerate() {
+            if t == DEAD || !m.live[t as usize] {
+                continue;
+            }
+            let k = m.class[t as usize];
+            let range = ClassUnicodeRange::new(self.columns[c].0, self.columns[c].1);
+            match leave.iter_mut().find(|(kk, _)| *kk == k) {
+                Some((_, ranges)) => ranges.push(range),
+                None => leave.push((k, vec![range])),
+            }
+        }
+        for (k, ranges) in leave {
+            let mut class = ClassUnicode::new(ranges);
+            class.difference(&taken);
+            if class.ranges().is_empty() {
+                continue;
+            }
+            let i = match rests.of_class.get(&k) {
+                Some(&i) => i,
+                None => {
+                    let h = self.eliminate(m, k as usize, rests.budget)?;
+                    rests.budget = rests.budget.checked_sub(size(&h))?;
+                    rests.hirs.push(h);
+                    rests.of_class.insert(k, rests.hirs.len() - 1);
+                    rests.hirs.len() - 1
+                }
+            };
+            node.exits.push((class, i));
+        }
+        Some(node)
+    }
+
+    /// The state after reading `c` in state `s`.
+    fn step(&self, s: usize, c: char) -> u32 {
+        let col = self.columns.partition_point(|&(_, e)| e < c);
+        self.next[s * self.columns.len() + col]
+    }
+
+    /// Each state's predecessors.
+    fn predecessors(&self) -> Vec<Vec<u32>> {
+        let ncols = self.columns.len();
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); self.len()];
+        for s in 0..self.len() {
             for &t in &self.next[s * ncols..(s + 1) * ncols] {
                 if t != DEAD {
                     rev[t as usize].push(s as u32);
                 }
             }
         }
-        let minimal: Vec<Option<Minimal>> =
-            accepts.iter().map(|a| self.minimal(a, &rev)).collect::<Option<Vec<_>>>()?;
-        minimal.into_iter().map(|m| m.map_or(Some(Hir::fail()), |m| self.eliminate(&m, max_size))).collect()
+        rev
     }
 
     /// The minimal DFA of the strings ending in an `accept` state (`rev`: each state's
@@ -215,13 +313,12 @@ impl Product {
         Some(Some(Minimal { accept, live, class, count }))
     }
 
-    /// The language of a minimal DFA as a HIR, by state elimination; `None` past
-    /// `max_size` HIR nodes.
-    fn eliminate(&self, m: &Minimal<'_>, max_size: usize) -> Option<Hir> {
+    /// The language of a minimal DFA from its state `start` as a HIR, by state
+    /// elimination; `None` past `max_size` HIR nodes.
+    fn eliminate(&self, m: &Minimal<'_>, start: usize, max_size: usize) -> Option<Hir> {
         let Minimal { accept, live, class, count } = m;
         let (n, ncols, count) = (self.len(), self.columns.len(), *count);
         // The minimal DFA's edges, labelled by unions of columns.
-        let start = class[0] as usize;
         let mut accepting = vec![false; count];
         let mut labels: Vec<HashMap<usize, Vec<usize>>> = vec![HashMap::default(); count];
         let mut seen = vec![false; count];
@@ -288,6 +385,48 @@ impl Product {
         }
         Some(edge[init].remove(&fin).unwrap_or_else(Hir::fail))
     }
+}
+
+/// Trie nodes times the partition's columns that [`Product::without_words`] walks at most.
+const MAX_TRIE_WORK: usize = 4_000_000;
+
+/// A key language less some of its words, along the words' trie: at each node, the end
+/// of the key (unless the node is one of the words), the words' next characters, and the
+/// characters that leave the trie, each followed by the strings from the state it leads
+/// to ([`WithoutWords::rests`], one per state, shared by every node that leaves there).
+/// Its size is the trie's plus the rests': the language's derivatives by every prefix
+/// of the trie ([`crate::hirset::minus_words`]) copy the language at every node.
+#[derive(Debug)]
+pub(crate) struct WithoutWords {
+    pub(crate) root: TrieNode,
+    /// The languages the trie leaves to.
+    pub(crate) rests: Vec<Hir>,
+}
+
+/// A node of [`WithoutWords`]'s trie.
+#[derive(Debug, Default)]
+pub(crate) struct TrieNode {
+    /// Whether a key may end here.
+    pub(crate) ends: bool,
+    /// The words' next characters, and their nodes.
+    pub(crate) next: Vec<(char, TrieNode)>,
+    /// A character of the class, then the strings of a rest (its index).
+    pub(crate) exits: Vec<(ClassUnicode, usize)>,
+}
+
+impl TrieNode {
+    /// Whether no string goes through this node.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.ends && self.next.is_empty() && self.exits.is_empty()
+    }
+}
+
+/// The rests built so far for [`Product::without_words`], by minimal state.
+struct Rests {
+    of_class: HashMap<u32, usize>,
+    hirs: Vec<Hir>,
+    /// HIR nodes the rests may still take.
+    budget: usize,
 }
 
 /// A minimal DFA inside the product: the classes of the live states (those that reach an
@@ -594,6 +733,53 @@ mod tests {
                 for s in &all {
                     let want: Vec<bool> = matchers.iter().map(|r| r.is_match(s)).collect();
                     assert_eq!(m.is_match(s), want == v, "{pats:?} vector {v:?} on {s:?}: {lang:?}");
+                }
+            }
+        }
+    }
+
+    /// [`WithoutWords`] as one HIR: each node's ways side by side, rests in place.
+    fn trie_hir(n: &TrieNode, rests: &[Hir]) -> Hir {
+        let mut ways = Vec::new();
+        if n.ends {
+            ways.push(Hir::empty());
+        }
+        for (c, sub) in &n.next {
+            ways.push(Hir::concat(vec![Hir::literal(c.to_string().into_bytes()), trie_hir(sub, rests)]));
+        }
+        for (class, i) in &n.exits {
+            ways.push(Hir::concat(vec![Hir::class(Class::Unicode(class.clone())), rests[*i].clone()]));
+        }
+        if ways.is_empty() {
+            Hir::fail()
+        } else {
+            Hir::alternation(ways)
+        }
+    }
+
+    /// Each membership vector's language less some words holds exactly its strings that
+    /// are none of the words, whether the words are in the language or not.
+    #[test]
+    fn without_words_brute_force() {
+        let all = strings(&['a', 'b', '_', 'é'], 5);
+        let cases: &[(&str, &[&str])] = &[
+            ("_a$", &["a", "b_a", "ab", "", "é_"]),
+            ("^[ab]{1,3}$", &["a", "ab", "aba", "bbb", "abab"]),
+            ("^(ab)*$", &["", "ab", "abab", "b"]),
+            ("a", &["a", "aa", "ba", "_é"]),
+        ];
+        for (pat, words) in cases {
+            let h = crate::ecma::full_match_hir(pat).unwrap();
+            let prod = Product::new(&[&h], KeyLimits::default()).unwrap();
+            let matcher = re(&h);
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            for inside in [true, false] {
+                let accept: Vec<bool> = (0..prod.len()).map(|s| prod.member(s)[0] == inside).collect();
+                let w = prod.without_words(&accept, &words, 100_000).unwrap();
+                let m = re(&trie_hir(&w.root, &w.rests));
+                for s in &all {
+                    let want = matcher.is_match(s) == inside && !words.contains(s);
+                    assert_eq!(m.is_match(s), want, "{pat} (inside: {inside}) less {words:?} on {s:?}: {w:?}");
                 }
             }
         }

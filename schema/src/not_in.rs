@@ -75,6 +75,55 @@ fn is_plain(c: char) -> bool {
     crate::hirset::class_has(&PLAIN, c)
 }
 
+/// The JSON string (quotes and escapes included) of a key language less some of its
+/// words ([`crate::keyset::WithoutWords`]): its trie in place, each way out of it a
+/// character and then one of `rests` (the calls of shared rules, closing quote
+/// included); `None` when no string is left. A way out by a character that is not plain
+/// is `other(class, rest)`'s (a shared rule too: like [`StringRests::other`], written at
+/// every node it would copy the escapes and UTF-8 sequences of those characters there).
+pub(crate) fn language_not_in(
+    w: &crate::keyset::WithoutWords,
+    rests: &[Expr],
+    other: &mut dyn FnMut(&ClassUnicode, usize) -> Expr,
+) -> Option<Expr> {
+    Some(seq(vec![lit("\""), trie_node(&w.root, rests, other)?]))
+}
+
+fn trie_node(
+    n: &crate::keyset::TrieNode,
+    rests: &[Expr],
+    other: &mut dyn FnMut(&ClassUnicode, usize) -> Expr,
+) -> Option<Expr> {
+    let mut ways = Vec::with_capacity(n.exits.len() + n.next.len() + 1);
+    if n.ends {
+        ways.push(lit("\""));
+    }
+    for (class, i) in &n.exits {
+        let mut plain = class.clone();
+        plain.intersect(&PLAIN);
+        let mut not_plain = class.clone();
+        not_plain.difference(&PLAIN);
+        if !plain.ranges().is_empty() {
+            ways.push(Expr::Seq(vec![json_char_class(&plain), rests[*i].clone()]));
+        }
+        if !not_plain.ranges().is_empty() {
+            ways.push(other(&not_plain, *i));
+        }
+    }
+    for (c, sub) in &n.next {
+        let mut spelled = String::new();
+        escape_char(*c, &mut spelled);
+        ways.extend(trie_node(sub, rests, other).map(|e| Expr::Seq(vec![Expr::Literal(spelled.into_bytes()), e])));
+    }
+    alt(ways)
+}
+
+/// One character of `class` as spelled inside a JSON string, then `rest`: the body of
+/// [`language_not_in`]'s shared rules for the characters that are not plain.
+pub(crate) fn char_then(class: &ClassUnicode, rest: Expr) -> Expr {
+    Expr::Seq(vec![json_char_class(class), rest])
+}
+
 /// A trie node's children: each next character's escaped spelling and the words below
 /// it. `words` (sorted) share their first `depth` characters, so each child's words are
 /// a contiguous run.

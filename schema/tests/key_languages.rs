@@ -101,6 +101,24 @@ fn keys_matching_no_pattern_under_additional_properties() {
         }),
         &["C", "ab"],
     );
+    // Declared names inside and outside a suffix pattern that forbids its keys, and
+    // under a prefix one: the rest of the keys is the complement less the names.
+    exact(
+        json!({
+            "properties": {"a": {"type": "integer"}, "bC": {"type": "array"}, "Cab": {}, "aCb": {"type": "integer"}},
+            "patternProperties": {"b$": false, "^C": {"type": "array"}},
+            "additionalProperties": {"type": "integer"}
+        }),
+        &["a", "bC", "Cab", "aCb"],
+    );
+    exact(
+        json!({
+            "properties": {"ba": {"type": "integer"}, "bab": {"type": "array"}},
+            "patternProperties": {"^b": {"type": "integer"}},
+            "additionalProperties": false
+        }),
+        &["ba", "bab"],
+    );
 }
 
 /// The second example and variants: patterns of several subschemas, and several

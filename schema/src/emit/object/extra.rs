@@ -349,12 +349,31 @@ impl<'o> Ctx<'o> {
         if let Some(keys) = self.memo.pattern_keys.get(&memo) {
             return Ok(keys.clone());
         }
-        let escaped = |c: &Self, rest: &Hir| match escape_hir(rest) {
-            Ok(e) => Ok(seq(vec![lit("\""), hir_expr(e), lit("\"")])),
+        // A key's characters, then its closing quote.
+        let escaped_rest = |c: &Self, rest: &Hir| match escape_hir(rest) {
+            Ok(e) => Ok(seq(vec![hir_expr(e), lit("\"")])),
             Err(reason) => Err(SchemaError::BadPattern { pointer: c.loc.ptr(sid), pattern: String::new(), reason }),
         };
+        let escaped = |c: &Self, h: &Hir| Ok::<_, SchemaError>(seq(vec![lit("\""), escaped_rest(c, h)?]));
         let keys = if hit.is_empty() {
             Some(escaped(self, h)?)
+        } else if let Some(w) = without_words(h, &hit) {
+            let mut rests = Vec::with_capacity(w.rests.len());
+            for rest in &w.rests {
+                let rest = escaped_rest(self, rest)?;
+                rests.push(Expr::Rule(self.out.add_kept_rule("key-rest", rest)));
+            }
+            let mut shared: rustc_hash::FxHashMap<(Vec<(char, char)>, usize), Expr> = Default::default();
+            let mut other = |class: &regex_syntax::hir::ClassUnicode, i: usize| {
+                let ranges = class.ranges().iter().map(|r| (r.start(), r.end())).collect();
+                let body = crate::not_in::char_then(class, rests[i].clone());
+                let out = &mut self.out;
+                shared
+                    .entry((ranges, i))
+                    .or_insert_with(|| Expr::Rule(out.add_kept_rule("key-rest-other", body)))
+                    .clone()
+            };
+            crate::not_in::language_not_in(&w, &rests, &mut other)
         } else {
             match crate::hirset::minus_words(h, &hit, 20_000) {
                 Some(m) if m.properties().minimum_len().is_none() => None,
@@ -472,4 +491,13 @@ impl<'o> Ctx<'o> {
 /// keys it then does not apply to).
 fn sees_patterns(m: &MemberObj, members: &[MemberObj]) -> bool {
     m.sees.iter().any(|&j| !members[j].patterns.is_empty())
+}
+
+/// The full-match language `h` less `words`, along the words' trie
+/// ([`crate::keyset::Product::without_words`]); `None` past the key languages' limits.
+fn without_words(h: &Hir, words: &[String]) -> Option<crate::keyset::WithoutWords> {
+    let limits = crate::keyset::KeyLimits::default();
+    let product = crate::keyset::Product::new(&[h], limits)?;
+    let accept: Vec<bool> = (0..product.len()).map(|s| product.member(s)[0]).collect();
+    product.without_words(&accept, words, limits.hir_size)
 }
