@@ -1,6 +1,9 @@
 //! Small language operations on full-match character languages (`regex-syntax` HIRs without
 //! look-arounds): "this language minus a finite set of words", by Brzozowski derivatives
-//! along the words' trie, for property names that a pattern shares with declared names.
+//! along the words' trie, for property names that a pattern shares with declared names
+//! where the pattern's DFA is past the key languages' limits (within them,
+//! [`crate::keyset::Product::without_words`] does it without copying the language at
+//! every node of the trie).
 
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 

@@ -313,8 +313,11 @@ impl<'o> Ctx<'o> {
     /// The keys (JSON strings, quotes included) of a key language without the declared
     /// names (extra properties never repeat one); `None` when nothing is left, or (with a
     /// warning) when the difference is too large. Any key at all is "any string but
-    /// these", built as such: the derivatives of `.*` by each declared key grow with every
-    /// character. `pattern`: the `patternProperties` pattern `h` comes from, if it does.
+    /// these", built as such; other languages less the names they hold are the names'
+    /// trie on the language's DFA ([`crate::keyset::Product::without_words`]), or past its
+    /// limits the language's derivatives along that trie ([`crate::hirset::minus_words`],
+    /// which copy the language at every node). `pattern`: the `patternProperties` pattern
+    /// `h` comes from, if it does.
     fn key_minus_declared(
         &mut self,
         h: &Hir,
