@@ -154,47 +154,48 @@ impl Product {
     pub(crate) fn languages(&self, accepts: &[Vec<bool>], max_size: usize) -> Option<Vec<Hir>> {
         let rev = self.predecessors();
         let minimal: Vec<Option<Minimal>> =
-            accepts.iter().map(|a| self.minimal(a, &rev)).collect::<Option<Vec<_>>>()?;
+            accepts.iter().map(|a| self.minimal(a, &rev, MAX_ELIMINATED)).collect::<Option<Vec<_>>>()?;
         minimal
             .into_iter()
             .map(|m| m.map_or(Some(Hir::fail()), |m| self.eliminate(&m, m.class[0] as usize, max_size)))
             .collect()
     }
 
-    /// The strings ending in an `accept` state, less `words`, along the words' trie (see
-    /// [`WithoutWords`]); `None` past the limits: [`MAX_ELIMINATED`] states, `max_size`
-    /// HIR nodes in the rests together, or a trie too big to walk.
+    /// The strings ending in an `accept` state, less `words`, along the words' trie on the
+    /// minimal DFA (see [`WithoutWords`]); `None` past the limits: [`MAX_KEY_STATES`]
+    /// minimal states, or a trie too big to walk.
     ///
     /// ```text
-    /// (?:[^_]|_[^L]|…)* minus ["Fuel", "Fun"]  ⇒  F (u (e (l [^"…] rest0 | …) | n (…) | [^en] rest0) | …) | [^F] rest0
+    /// [^_]*(_[^_]*)* ending not in _x, less ["ab"]  ⇒  trie: a (b (exits) | exits) | exits; states: the DFA's
     /// ```
-    pub(crate) fn without_words(&self, accept: &[bool], words: &[String], max_size: usize) -> Option<WithoutWords> {
+    pub(crate) fn without_words(&self, accept: &[bool], words: &[String]) -> Option<WithoutWords> {
         let rev = self.predecessors();
-        let Some(m) = self.minimal(accept, &rev)? else {
-            return Some(WithoutWords { root: TrieNode::default(), rests: Vec::new() });
+        let Some(m) = self.minimal(accept, &rev, MAX_KEY_STATES)? else {
+            return Some(WithoutWords { root: TrieNode::default(), states: Vec::new() });
         };
         let mut words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
         words.sort_unstable();
         words.dedup();
-        let nodes: usize = words.iter().map(Vec::len).sum::<usize>() + 1;
+        let nodes: usize = words.iter().map(Vec::len).sum::<usize>() + m.count;
         if nodes.saturating_mul(self.columns.len()) > MAX_TRIE_WORK {
             return None;
         }
-        let mut rests = Rests { of_class: HashMap::default(), hirs: Vec::new(), budget: max_size };
-        let root = self.trie_node(&m, 0, &words, 0, &mut rests)?;
-        Some(WithoutWords { root, rests: rests.hirs })
+        let root = self.trie_node(&m, 0, &words, 0);
+        // Each minimal state from one of its product states (they all move alike).
+        let mut states: Vec<Option<TrieNode>> = (0..m.count).map(|_| None).collect();
+        for s in (0..self.len()).filter(|&s| m.live[s]) {
+            let k = m.class[s] as usize;
+            if states[k].is_none() {
+                let exits = self.exits(&m, s, &ClassUnicode::empty());
+                states[k] = Some(TrieNode { ends: m.accept[s], next: Vec::new(), exits });
+            }
+        }
+        Some(WithoutWords { root, states: states.into_iter().map(Option::unwrap_or_default).collect() })
     }
 
     /// The node of the trie of `words` (sorted, sharing their first `depth` characters)
     /// where the DFA is in state `s`.
-    fn trie_node(
-        &self,
-        m: &Minimal<'_>,
-        s: usize,
-        words: &[Vec<char>],
-        depth: usize,
-        rests: &mut Rests,
-    ) -> Option<TrieNode> {
+    fn trie_node(&self, m: &Minimal<'_>, s: usize, words: &[Vec<char>], depth: usize) -> TrieNode {
         let ending = words.iter().take_while(|w| w.len() == depth).count();
         let mut node = TrieNode { ends: ending == 0 && m.accept[s], ..TrieNode::default() };
         let mut taken = Vec::new();
@@ -203,46 +204,41 @@ impl Product {
             taken.push(ClassUnicodeRange::new(c, c));
             let t = self.step(s, c);
             if t != DEAD && m.live[t as usize] {
-                let sub = self.trie_node(m, t as usize, run, depth + 1, rests)?;
+                let sub = self.trie_node(m, t as usize, run, depth + 1);
                 if !sub.is_empty() {
                     node.next.push((c, sub));
                 }
             }
         }
-        let taken = ClassUnicode::new(taken);
-        // The characters that leave the trie, by the (minimal) state they lead to.
+        node.exits = self.exits(m, s, &ClassUnicode::new(taken));
+        node
+    }
+
+    /// The characters but `taken` that move state `s` to a live one, by the minimal state
+    /// they lead to.
+    fn exits(&self, m: &Minimal<'_>, s: usize, taken: &ClassUnicode) -> Vec<(ClassUnicode, usize)> {
         let ncols = self.columns.len();
-        let mut leave: Vec<(u32, Vec<ClassUnicodeRange>)> = Vec::new();
+        let mut by_target: Vec<(usize, Vec<ClassUnicodeRange>)> = Vec::new();
         for (c, &t) in self.next[s * ncols..(s + 1) * ncols].iter().enumerate() {
             if t == DEAD || !m.live[t as usize] {
                 continue;
             }
-            let k = m.class[t as usize];
+            let k = m.class[t as usize] as usize;
             let range = ClassUnicodeRange::new(self.columns[c].0, self.columns[c].1);
-            match leave.iter_mut().find(|(kk, _)| *kk == k) {
+            match by_target.iter_mut().find(|(kk, _)| *kk == k) {
                 Some((_, ranges)) => ranges.push(range),
-                None => leave.push((k, vec![range])),
+                None => by_target.push((k, vec![range])),
             }
         }
-        for (k, ranges) in leave {
+        let mut out = Vec::with_capacity(by_target.len());
+        for (k, ranges) in by_target {
             let mut class = ClassUnicode::new(ranges);
-            class.difference(&taken);
-            if class.ranges().is_empty() {
-                continue;
+            class.difference(taken);
+            if !class.ranges().is_empty() {
+                out.push((class, k));
             }
-            let i = match rests.of_class.get(&k) {
-                Some(&i) => i,
-                None => {
-                    let h = self.eliminate(m, k as usize, rests.budget)?;
-                    rests.budget = rests.budget.checked_sub(size(&h))?;
-                    rests.hirs.push(h);
-                    rests.of_class.insert(k, rests.hirs.len() - 1);
-                    rests.hirs.len() - 1
-                }
-            };
-            node.exits.push((class, i));
         }
-        Some(node)
+        out
     }
 
     /// The state after reading `c` in state `s`.
@@ -268,7 +264,7 @@ impl Product {
     /// The minimal DFA of the strings ending in an `accept` state (`rev`: each state's
     /// predecessors): `Some(None)` when there are none, `None` past [`MAX_ELIMINATED`]
     /// states.
-    fn minimal<'a>(&self, accept: &'a [bool], rev: &[Vec<u32>]) -> Option<Option<Minimal<'a>>> {
+    fn minimal<'a>(&self, accept: &'a [bool], rev: &[Vec<u32>], max: usize) -> Option<Option<Minimal<'a>>> {
         let n = self.len();
         let ncols = self.columns.len();
         // States from which an accepting one is reachable.
@@ -306,7 +302,7 @@ impl Product {
                 break;
             }
             count = c;
-            if count > MAX_ELIMINATED {
+            if count > max {
                 return None;
             }
         }
@@ -390,27 +386,30 @@ impl Product {
 /// Trie nodes times the partition's columns that [`Product::without_words`] walks at most.
 const MAX_TRIE_WORK: usize = 4_000_000;
 
-/// A key language less some of its words, along the words' trie: at each node, the end
-/// of the key (unless the node is one of the words), the words' next characters, and the
-/// characters that leave the trie, each followed by the strings from the state it leads
-/// to ([`WithoutWords::rests`], one per state, shared by every node that leaves there).
-/// Its size is the trie's plus the rests': the language's derivatives by every prefix
+/// The most states of a minimal DFA that [`Product::without_words`] writes out.
+const MAX_KEY_STATES: usize = 400;
+
+/// A key language less some of its words: the words' trie walked on the language's
+/// minimal DFA. At each node: the end of the key (unless the node is one of the words),
+/// the words' next characters, and the characters that leave the trie, each into the
+/// DFA state it reaches ([`WithoutWords::states`], from there on the DFA itself). Its
+/// size is the trie's plus the DFA's, where the language's derivatives by every prefix
 /// of the trie ([`crate::hirset::minus_words`]) copy the language at every node.
 #[derive(Debug)]
 pub(crate) struct WithoutWords {
     pub(crate) root: TrieNode,
-    /// The languages the trie leaves to.
-    pub(crate) rests: Vec<Hir>,
+    /// The minimal DFA's states, as nodes without a trie below (`next` empty).
+    pub(crate) states: Vec<TrieNode>,
 }
 
-/// A node of [`WithoutWords`]'s trie.
+/// A node of [`WithoutWords`]'s trie, or a state of its DFA.
 #[derive(Debug, Default)]
 pub(crate) struct TrieNode {
     /// Whether a key may end here.
     pub(crate) ends: bool,
     /// The words' next characters, and their nodes.
     pub(crate) next: Vec<(char, TrieNode)>,
-    /// A character of the class, then the strings of a rest (its index).
+    /// A character of the class, then the DFA from that state.
     pub(crate) exits: Vec<(ClassUnicode, usize)>,
 }
 
@@ -421,12 +420,24 @@ impl TrieNode {
     }
 }
 
-/// The rests built so far for [`Product::without_words`], by minimal state.
-struct Rests {
-    of_class: HashMap<u32, usize>,
-    hirs: Vec<Hir>,
-    /// HIR nodes the rests may still take.
-    budget: usize,
+impl WithoutWords {
+    /// Whether `s` is in the language (for tests: a walk of the trie, then the DFA).
+    #[cfg(test)]
+    pub(crate) fn accepts(&self, s: &str) -> bool {
+        let mut node = &self.root;
+        let mut chars = s.chars();
+        loop {
+            let Some(c) = chars.next() else { return node.ends };
+            if let Some((_, sub)) = node.next.iter().find(|(n, _)| *n == c) {
+                node = sub;
+                continue;
+            }
+            match node.exits.iter().find(|(class, _)| crate::hirset::class_has(class, c)) {
+                Some(&(_, k)) => node = &self.states[k],
+                None => return false,
+            }
+        }
+    }
 }
 
 /// A minimal DFA inside the product: the classes of the live states (those that reach an
@@ -738,25 +749,6 @@ mod tests {
         }
     }
 
-    /// [`WithoutWords`] as one HIR: each node's ways side by side, rests in place.
-    fn trie_hir(n: &TrieNode, rests: &[Hir]) -> Hir {
-        let mut ways = Vec::new();
-        if n.ends {
-            ways.push(Hir::empty());
-        }
-        for (c, sub) in &n.next {
-            ways.push(Hir::concat(vec![Hir::literal(c.to_string().into_bytes()), trie_hir(sub, rests)]));
-        }
-        for (class, i) in &n.exits {
-            ways.push(Hir::concat(vec![Hir::class(Class::Unicode(class.clone())), rests[*i].clone()]));
-        }
-        if ways.is_empty() {
-            Hir::fail()
-        } else {
-            Hir::alternation(ways)
-        }
-    }
-
     /// Each membership vector's language less some words holds exactly its strings that
     /// are none of the words, whether the words are in the language or not.
     #[test]
@@ -775,11 +767,10 @@ mod tests {
             let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
             for inside in [true, false] {
                 let accept: Vec<bool> = (0..prod.len()).map(|s| prod.member(s)[0] == inside).collect();
-                let w = prod.without_words(&accept, &words, 100_000).unwrap();
-                let m = re(&trie_hir(&w.root, &w.rests));
+                let w = prod.without_words(&accept, &words).unwrap();
                 for s in &all {
                     let want = matcher.is_match(s) == inside && !words.contains(s);
-                    assert_eq!(m.is_match(s), want, "{pat} (inside: {inside}) less {words:?} on {s:?}: {w:?}");
+                    assert_eq!(w.accepts(s), want, "{pat} (inside: {inside}) less {words:?} on {s:?}: {w:?}");
                 }
             }
         }

@@ -77,43 +77,46 @@ fn is_plain(c: char) -> bool {
 
 /// The JSON string (quotes and escapes included) of a key language less some of its
 /// words ([`crate::keyset::WithoutWords`]): its trie in place, each way out of it a
-/// character and then one of `rests` (the calls of shared rules, closing quote
-/// included); `None` when no string is left. A way out by a character that is not plain
-/// is `other(class, rest)`'s (a shared rule too: like [`StringRests::other`], written at
-/// every node it would copy the escapes and UTF-8 sequences of those characters there).
+/// character and then the call of one of `states` (the rules of the DFA's states, each
+/// [`ways`] of its state); `None` when no string is left.
 pub(crate) fn language_not_in(
     w: &crate::keyset::WithoutWords,
-    rests: &[Expr],
+    states: &[Expr],
     other: &mut dyn FnMut(&ClassUnicode, usize) -> Expr,
 ) -> Option<Expr> {
-    Some(seq(vec![lit("\""), trie_node(&w.root, rests, other)?]))
+    Some(seq(vec![lit("\""), ways(&w.root, states, other)?]))
 }
 
-fn trie_node(
+/// The rest of a key from a trie node or a DFA state: its closing quote where it may end,
+/// a character that leaves for a DFA state (a plain one in place; the others, as
+/// `other(class, state)`'s, a shared rule: like [`StringRests::other`], written at every
+/// node it would copy the escapes and UTF-8 sequences of those characters there), or a
+/// word's next character and its node.
+pub(crate) fn ways(
     n: &crate::keyset::TrieNode,
-    rests: &[Expr],
+    states: &[Expr],
     other: &mut dyn FnMut(&ClassUnicode, usize) -> Expr,
 ) -> Option<Expr> {
     let mut ways = Vec::with_capacity(n.exits.len() + n.next.len() + 1);
     if n.ends {
         ways.push(lit("\""));
     }
-    for (class, i) in &n.exits {
+    for (class, k) in &n.exits {
         let mut plain = class.clone();
         plain.intersect(&PLAIN);
         let mut not_plain = class.clone();
         not_plain.difference(&PLAIN);
         if !plain.ranges().is_empty() {
-            ways.push(Expr::Seq(vec![json_char_class(&plain), rests[*i].clone()]));
+            ways.push(Expr::Seq(vec![json_char_class(&plain), states[*k].clone()]));
         }
         if !not_plain.ranges().is_empty() {
-            ways.push(other(&not_plain, *i));
+            ways.push(other(&not_plain, *k));
         }
     }
     for (c, sub) in &n.next {
         let mut spelled = String::new();
         escape_char(*c, &mut spelled);
-        ways.extend(trie_node(sub, rests, other).map(|e| Expr::Seq(vec![Expr::Literal(spelled.into_bytes()), e])));
+        ways.extend(self::ways(sub, states, other).map(|e| Expr::Seq(vec![Expr::Literal(spelled.into_bytes()), e])));
     }
     alt(ways)
 }

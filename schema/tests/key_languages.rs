@@ -119,6 +119,16 @@ fn keys_matching_no_pattern_under_additional_properties() {
         }),
         &["ba", "bab"],
     );
+    // A search for several words, less names that hold them (a DFA past what state
+    // elimination turns back into a regex).
+    exact(
+        json!({
+            "properties": {"ab": {"type": "integer"}, "abC": {}, "Ca": {"type": "integer"}},
+            "patternProperties": {"ab|bC|Cb": {"type": "integer"}},
+            "additionalProperties": false
+        }),
+        &["ab", "abC", "Ca"],
+    );
 }
 
 /// The second example and variants: patterns of several subschemas, and several

@@ -352,31 +352,34 @@ impl<'o> Ctx<'o> {
         if let Some(keys) = self.memo.pattern_keys.get(&memo) {
             return Ok(keys.clone());
         }
-        // A key's characters, then its closing quote.
-        let escaped_rest = |c: &Self, rest: &Hir| match escape_hir(rest) {
-            Ok(e) => Ok(seq(vec![hir_expr(e), lit("\"")])),
+        let escaped = |c: &Self, rest: &Hir| match escape_hir(rest) {
+            Ok(e) => Ok(seq(vec![lit("\""), hir_expr(e), lit("\"")])),
             Err(reason) => Err(SchemaError::BadPattern { pointer: c.loc.ptr(sid), pattern: String::new(), reason }),
         };
-        let escaped = |c: &Self, h: &Hir| Ok::<_, SchemaError>(seq(vec![lit("\""), escaped_rest(c, h)?]));
         let keys = if hit.is_empty() {
             Some(escaped(self, h)?)
         } else if let Some(w) = without_words(h, &hit) {
-            let mut rests = Vec::with_capacity(w.rests.len());
-            for rest in &w.rests {
-                let rest = escaped_rest(self, rest)?;
-                rests.push(Expr::Rule(self.out.add_kept_rule("key-rest", rest)));
-            }
+            // One rule per DFA state, tail calls all: the engine builds them into the key's
+            // automaton (the key is a rule of its own for that).
+            let ids: Vec<_> = w.states.iter().map(|_| self.out.add_rule("key-state", Expr::Alt(vec![]))).collect();
+            let states: Vec<Expr> = ids.iter().map(|&id| Expr::Rule(id)).collect();
             let mut shared: rustc_hash::FxHashMap<(Vec<(char, char)>, usize), Expr> = Default::default();
-            let mut other = |class: &regex_syntax::hir::ClassUnicode, i: usize| {
+            let mut other = |class: &regex_syntax::hir::ClassUnicode, k: usize| {
                 let ranges = class.ranges().iter().map(|r| (r.start(), r.end())).collect();
-                let body = crate::not_in::char_then(class, rests[i].clone());
+                let body = crate::not_in::char_then(class, states[k].clone());
                 let out = &mut self.out;
-                shared
-                    .entry((ranges, i))
-                    .or_insert_with(|| Expr::Rule(out.add_kept_rule("key-rest-other", body)))
-                    .clone()
+                shared.entry((ranges, k)).or_insert_with(|| Expr::Rule(out.add_rule("key-state-other", body))).clone()
             };
-            crate::not_in::language_not_in(&w, &rests, &mut other)
+            let bodies: Vec<Expr> = w
+                .states
+                .iter()
+                .map(|st| crate::not_in::ways(st, &states, &mut other).expect("a live state has a way on"))
+                .collect();
+            let key = crate::not_in::language_not_in(&w, &states, &mut other);
+            for (id, body) in ids.into_iter().zip(bodies) {
+                self.out.g.set_body(id, body);
+            }
+            key.map(|key| Expr::Rule(self.out.add_kept_rule("key", key)))
         } else {
             match crate::hirset::minus_words(h, &hit, 20_000) {
                 Some(m) if m.properties().minimum_len().is_none() => None,
@@ -502,5 +505,5 @@ fn without_words(h: &Hir, words: &[String]) -> Option<crate::keyset::WithoutWord
     let limits = crate::keyset::KeyLimits::default();
     let product = crate::keyset::Product::new(&[h], limits)?;
     let accept: Vec<bool> = (0..product.len()).map(|s| product.member(s)[0]).collect();
-    product.without_words(&accept, words, limits.hir_size)
+    product.without_words(&accept, words)
 }
