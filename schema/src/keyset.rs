@@ -1,10 +1,13 @@
 //! Key languages of several patterns at once, exactly: the product automaton of full-match
 //! character languages (`regex-syntax` HIRs without look-arounds, as
 //! [`crate::ecma::full_match_hir`] gives them), one DFA whose every state knows which of the
-//! languages the string read so far is in, and back from a set of its states to a HIR (the
-//! strings ending in one of them, by state elimination). Intersection, complement and
-//! difference are all "the states whose membership vector is this one": `extra.rs` asks for
-//! the keys of each combination of `patternProperties` patterns (and `propertyNames`).
+//! languages the string read so far is in. Intersection, complement and difference are all
+//! "the states whose membership vector is this one": `extra.rs` asks for the keys of each
+//! combination of `patternProperties` patterns (and `propertyNames`), less the declared
+//! names, and writes them out as the minimal DFA of those states with the names' trie in
+//! front ([`Product::without_words`]): one grammar rule per state, which the engine builds
+//! back into one automaton (no regex in between: state elimination is cubic, and its regex
+//! of a complement is far bigger than the DFA).
 //!
 //! The DFA reads characters, not bytes: the columns are the intervals between every bound
 //! of every class and literal of the languages (the alphabet's partition), so each interval
@@ -13,10 +16,8 @@
 //! Every step has a limit ([`KeyLimits`]); past one the answer is `None` and the caller
 //! keeps its narrower form (with its warning), never a wider one.
 
-use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
 use rustc_hash::FxHashMap as HashMap;
-
-use crate::hirset::size;
 
 /// The sizes that bound one product and its languages.
 #[derive(Clone, Copy, Debug)]
@@ -27,13 +28,11 @@ pub(crate) struct KeyLimits {
     pub(crate) columns: usize,
     /// DFA states of the product.
     pub(crate) dfa_states: usize,
-    /// HIR nodes of one language built back.
-    pub(crate) hir_size: usize,
 }
 
 impl Default for KeyLimits {
     fn default() -> Self {
-        KeyLimits { nfa_states: 20_000, columns: 2_000, dfa_states: 2_000, hir_size: 20_000 }
+        KeyLimits { nfa_states: 20_000, columns: 2_000, dfa_states: 2_000 }
     }
 }
 
@@ -50,14 +49,6 @@ pub(crate) struct Product {
 }
 
 const DEAD: u32 = u32::MAX;
-
-/// The most states of a minimal DFA turned back into a HIR: elimination is cubic, and the
-/// HIR of a larger one is past what the compile should spend (the complement of
-/// `^[0-9a-zA-Z_-]{1,255}$`, 257 states, is past what the engine's automaton holds; the
-/// complements of the BCP 47 tag patterns of OCDS schemas, up to 100 states, took 30 ms
-/// each, 0.7 s for one schema of the JSONSchemaBench dev split; at 40 they fall back, and
-/// that schema compiles in 57 ms).
-const MAX_ELIMINATED: usize = 40;
 
 impl Product {
     /// The product of `langs`; `None` past a limit or on a HIR this does not handle.
@@ -141,26 +132,6 @@ impl Product {
         &self.member[s]
     }
 
-    /// The strings ending in a state that `accept` keeps, as a full-match HIR (`fail` when
-    /// there is none); `None` when it would pass `max_size` HIR nodes.
-    #[cfg(test)]
-    pub(crate) fn language(&self, accept: &[bool], max_size: usize) -> Option<Hir> {
-        self.languages(&[accept.to_vec()], max_size).and_then(|mut v| v.pop())
-    }
-
-    /// [`Product::language`] of each of `accepts`, or `None` when one is past the limits:
-    /// every one is minimized before any is built back, so that a schema whose last
-    /// language is too large does not pay for the others'.
-    pub(crate) fn languages(&self, accepts: &[Vec<bool>], max_size: usize) -> Option<Vec<Hir>> {
-        let rev = self.predecessors();
-        let minimal: Vec<Option<Minimal>> =
-            accepts.iter().map(|a| self.minimal(a, &rev, MAX_ELIMINATED)).collect::<Option<Vec<_>>>()?;
-        minimal
-            .into_iter()
-            .map(|m| m.map_or(Some(Hir::fail()), |m| self.eliminate(&m, m.class[0] as usize, max_size)))
-            .collect()
-    }
-
     /// The strings ending in an `accept` state, less `words`, along the words' trie on the
     /// minimal DFA (see [`WithoutWords`]); `None` past the limits: [`MAX_KEY_STATES`]
     /// minimal states, or a trie too big to walk.
@@ -241,6 +212,18 @@ impl Product {
         out
     }
 
+    /// Whether `word` ends in an `accept` state.
+    pub(crate) fn ends_in(&self, accept: &[bool], word: &str) -> bool {
+        let mut s = 0;
+        for c in word.chars() {
+            match self.step(s, c) {
+                DEAD => return false,
+                t => s = t as usize,
+            }
+        }
+        accept[s]
+    }
+
     /// The state after reading `c` in state `s`.
     fn step(&self, s: usize, c: char) -> u32 {
         let col = self.columns.partition_point(|&(_, e)| e < c);
@@ -262,8 +245,7 @@ impl Product {
     }
 
     /// The minimal DFA of the strings ending in an `accept` state (`rev`: each state's
-    /// predecessors): `Some(None)` when there are none, `None` past [`MAX_ELIMINATED`]
-    /// states.
+    /// predecessors): `Some(None)` when there are none, `None` past `max` states.
     fn minimal<'a>(&self, accept: &'a [bool], rev: &[Vec<u32>], max: usize) -> Option<Option<Minimal<'a>>> {
         let n = self.len();
         let ncols = self.columns.len();
@@ -307,79 +289,6 @@ impl Product {
             }
         }
         Some(Some(Minimal { accept, live, class, count }))
-    }
-
-    /// The language of a minimal DFA from its state `start` as a HIR, by state
-    /// elimination; `None` past `max_size` HIR nodes.
-    fn eliminate(&self, m: &Minimal<'_>, start: usize, max_size: usize) -> Option<Hir> {
-        let Minimal { accept, live, class, count } = m;
-        let (n, ncols, count) = (self.len(), self.columns.len(), *count);
-        // The minimal DFA's edges, labelled by unions of columns.
-        let mut accepting = vec![false; count];
-        let mut labels: Vec<HashMap<usize, Vec<usize>>> = vec![HashMap::default(); count];
-        let mut seen = vec![false; count];
-        for s in (0..n).filter(|&s| live[s]) {
-            let k = class[s] as usize;
-            accepting[k] |= accept[s];
-            if std::mem::replace(&mut seen[k], true) {
-                continue;
-            }
-            for (c, &t) in self.next[s * ncols..(s + 1) * ncols].iter().enumerate() {
-                if t != DEAD && live[t as usize] {
-                    labels[k].entry(class[t as usize] as usize).or_default().push(c);
-                }
-            }
-        }
-        // State elimination over the generalized automaton: states 0..count, then the new
-        // initial `count` and final `count + 1`.
-        let (init, fin) = (count, count + 1);
-        let mut edge: Vec<HashMap<usize, Hir>> = vec![HashMap::default(); count + 2];
-        for (k, ls) in labels.iter().enumerate() {
-            for (&t, cols) in ls {
-                let ranges = cols.iter().map(|&c| ClassUnicodeRange::new(self.columns[c].0, self.columns[c].1));
-                edge[k].insert(t, class_hir(ClassUnicode::new(ranges)));
-            }
-            if accepting[k] {
-                edge[k].insert(fin, Hir::empty());
-            }
-        }
-        edge[init].insert(start, Hir::empty());
-        let mut left: Vec<usize> = (0..count).collect();
-        while !left.is_empty() {
-            // The state with the fewest paths through it first.
-            let (pos, &k) = left
-                .iter()
-                .enumerate()
-                .min_by_key(|&(_, &k)| {
-                    let ins = (0..count + 2).filter(|&p| p != k && edge[p].contains_key(&k)).count();
-                    let outs = edge[k].keys().filter(|&&q| q != k).count();
-                    ins * outs
-                })
-                .expect("non-empty");
-            left.swap_remove(pos);
-            let out_k = std::mem::take(&mut edge[k]);
-            let loop_k = out_k.get(&k).map(star);
-            for edge_p in edge.iter_mut().take(count + 2) {
-                let Some(into) = edge_p.remove(&k) else { continue };
-                let mut total = 0;
-                for (&q, to_q) in out_k.iter().filter(|(&q, _)| q != k) {
-                    let mut parts = vec![into.clone()];
-                    parts.extend(loop_k.clone());
-                    parts.push(to_q.clone());
-                    let path = Hir::concat(parts);
-                    let e = match edge_p.remove(&q) {
-                        Some(old) => Hir::alternation(vec![old, path]),
-                        None => path,
-                    };
-                    total += size(&e);
-                    edge_p.insert(q, e);
-                }
-                if total > max_size {
-                    return None;
-                }
-            }
-        }
-        Some(edge[init].remove(&fin).unwrap_or_else(Hir::fail))
     }
 }
 
@@ -447,21 +356,6 @@ struct Minimal<'a> {
     live: Vec<bool>,
     class: Vec<u32>,
     count: usize,
-}
-
-fn star(h: &Hir) -> Hir {
-    Hir::repetition(Repetition { min: 0, max: None, greedy: true, sub: Box::new(h.clone()) })
-}
-
-/// A class, as a literal when it holds one character.
-fn class_hir(u: ClassUnicode) -> Hir {
-    match u.ranges() {
-        [r] if r.start() == r.end() => {
-            let mut buf = [0u8; 4];
-            Hir::literal(r.start().encode_utf8(&mut buf).as_bytes().to_vec())
-        }
-        _ => Hir::class(Class::Unicode(u)),
-    }
 }
 
 /// The character after `c`, skipping the surrogates; `None` after the last.
@@ -739,11 +633,10 @@ mod tests {
             vectors.dedup();
             for v in vectors {
                 let accept: Vec<bool> = (0..prod.len()).map(|s| prod.member(s) == v.as_slice()).collect();
-                let lang = prod.language(&accept, 100_000).unwrap();
-                let m = re(&lang);
+                let lang = prod.without_words(&accept, &[]).unwrap();
                 for s in &all {
                     let want: Vec<bool> = matchers.iter().map(|r| r.is_match(s)).collect();
-                    assert_eq!(m.is_match(s), want == v, "{pats:?} vector {v:?} on {s:?}: {lang:?}");
+                    assert_eq!(lang.accepts(s), want == v, "{pats:?} vector {v:?} on {s:?}: {lang:?}");
                 }
             }
         }

@@ -222,9 +222,10 @@ impl<'o> Ctx<'o> {
     /// key gets the conjunction of what applies to it in each member (the schemas of the
     /// patterns it matches, else `additionalProperties`), keys outside a `propertyNames`
     /// language none, and the keys sharing a conjunction are one language (complements,
-    /// intersections and differences of the patterns), less the declared names. `None`
-    /// when a language is past [`crate::keyset::KeyLimits`] or not of simple form (the
-    /// caller's narrower forms then, with their warnings).
+    /// intersections and differences of the patterns), less the declared names, written
+    /// as its DFA ([`Self::dfa_key`]). `None` when a language is past the key languages'
+    /// limits or not of simple form (the caller's narrower forms then, with their
+    /// warnings).
     fn exact_extras(
         &mut self,
         members: &[MemberObj],
@@ -253,7 +254,7 @@ impl<'o> Ctx<'o> {
             None => {
                 let refs: Vec<&Hir> = langs.iter().map(|h| &**h).collect();
                 let p = crate::keyset::Product::new(&refs, crate::keyset::KeyLimits::default()).map(std::rc::Rc::new);
-                self.memo.key_products.insert(sources, p.clone());
+                self.memo.key_products.insert(sources.clone(), p.clone());
                 p
             }
         };
@@ -291,20 +292,33 @@ impl<'o> Ctx<'o> {
             groups[g].1[s] = true;
         }
         // Each group's keys first (all or nothing), then their values.
-        let (conjs, accepts): (Vec<Conj>, Vec<Vec<bool>>) = groups.into_iter().unzip();
-        let Some(langs) = product.languages(&accepts, crate::keyset::KeyLimits::default().hir_size) else {
-            return Ok(None);
-        };
-        let keyed: Vec<(Conj, Hir)> =
-            conjs.into_iter().zip(langs).filter(|(_, lang)| lang.properties().minimum_len().is_some()).collect();
-        let sid = members[0].sid;
+        let mut languages = Vec::with_capacity(groups.len());
+        for (c, accept) in groups {
+            let hit: Vec<String> = declared.iter().filter(|d| product.ends_in(&accept, d)).cloned().collect();
+            let states: String = accept.iter().map(|&a| if a { '1' } else { '0' }).collect();
+            let memo = (format!("product {sources:?} {states}"), hit);
+            let language = match self.memo.pattern_keys.get(&memo) {
+                Some(key) => Ok(key.clone()),
+                None => Err(match product.without_words(&accept, &memo.1) {
+                    Some(w) => w,
+                    None => return Ok(None),
+                }),
+            };
+            languages.push((c, memo, language));
+        }
+        let mut keyed: Vec<(Conj, Expr)> = Vec::new();
+        for (c, memo, language) in languages {
+            let key = language.unwrap_or_else(|w| {
+                let key = self.dfa_key(&w);
+                self.memo.pattern_keys.insert(memo, key.clone());
+                key
+            });
+            keyed.extend(key.map(|key| (c, key)));
+        }
         let sep = self.style.key_sep();
         let mut alts = Vec::new();
-        for (c, lang) in keyed {
+        for (c, key) in keyed {
             let Some(v) = self.value_rule(&c, cd, None)? else { continue };
-            let Some(key) = self.key_minus_declared(&lang, None, declared, sid, "patternProperties")? else {
-                continue;
-            };
             alts.push(seq(vec![key, sep.clone(), v]));
         }
         Ok(Some(alt(alts).map(|kv| Expr::Rule(self.out.add_rule("extra-property", kv)))))
@@ -359,27 +373,7 @@ impl<'o> Ctx<'o> {
         let keys = if hit.is_empty() {
             Some(escaped(self, h)?)
         } else if let Some(w) = without_words(h, &hit) {
-            // One rule per DFA state, tail calls all: the engine builds them into the key's
-            // automaton (the key is a rule of its own for that).
-            let ids: Vec<_> = w.states.iter().map(|_| self.out.add_rule("key-state", Expr::Alt(vec![]))).collect();
-            let states: Vec<Expr> = ids.iter().map(|&id| Expr::Rule(id)).collect();
-            let mut shared: rustc_hash::FxHashMap<(Vec<(char, char)>, usize), Expr> = Default::default();
-            let mut other = |class: &regex_syntax::hir::ClassUnicode, k: usize| {
-                let ranges = class.ranges().iter().map(|r| (r.start(), r.end())).collect();
-                let body = crate::not_in::char_then(class, states[k].clone());
-                let out = &mut self.out;
-                shared.entry((ranges, k)).or_insert_with(|| Expr::Rule(out.add_rule("key-state-other", body))).clone()
-            };
-            let bodies: Vec<Expr> = w
-                .states
-                .iter()
-                .map(|st| crate::not_in::ways(st, &states, &mut other).expect("a live state has a way on"))
-                .collect();
-            let key = crate::not_in::language_not_in(&w, &states, &mut other);
-            for (id, body) in ids.into_iter().zip(bodies) {
-                self.out.g.set_body(id, body);
-            }
-            key.map(|key| Expr::Rule(self.out.add_kept_rule("key", key)))
+            self.dfa_key(&w)
         } else {
             match crate::hirset::minus_words(h, &hit, 20_000) {
                 Some(m) if m.properties().minimum_len().is_none() => None,
@@ -397,6 +391,32 @@ impl<'o> Ctx<'o> {
         };
         self.memo.pattern_keys.insert(memo, keys.clone());
         Ok(keys)
+    }
+
+    /// The keys (JSON strings, quotes included) of a key language less some words, from
+    /// its trie on the language's DFA: one rule per DFA state, tail calls all, so that the
+    /// engine builds them into the key's automaton (the key is a rule of its own for
+    /// that); `None` when no key is left.
+    fn dfa_key(&mut self, w: &crate::keyset::WithoutWords) -> Option<Expr> {
+        let ids: Vec<_> = w.states.iter().map(|_| self.out.add_rule("key-state", Expr::Alt(vec![]))).collect();
+        let states: Vec<Expr> = ids.iter().map(|&id| Expr::Rule(id)).collect();
+        let mut shared: rustc_hash::FxHashMap<(Vec<(char, char)>, usize), Expr> = Default::default();
+        let mut other = |class: &regex_syntax::hir::ClassUnicode, k: usize| {
+            let ranges = class.ranges().iter().map(|r| (r.start(), r.end())).collect();
+            let body = crate::not_in::char_then(class, states[k].clone());
+            let out = &mut self.out;
+            shared.entry((ranges, k)).or_insert_with(|| Expr::Rule(out.add_rule("key-state-other", body))).clone()
+        };
+        let bodies: Vec<Expr> = w
+            .states
+            .iter()
+            .map(|st| crate::not_in::ways(st, &states, &mut other).expect("a live state has a way on"))
+            .collect();
+        let key = crate::not_in::language_not_in(w, &states, &mut other);
+        for (id, body) in ids.into_iter().zip(bodies) {
+            self.out.g.set_body(id, body);
+        }
+        key.map(|key| Expr::Rule(self.out.add_kept_rule("key", key)))
     }
 
     /// The key language of a `propertyNames` schema of simple string form: `true`, or
