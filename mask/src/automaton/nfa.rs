@@ -112,7 +112,7 @@ pub(crate) struct NfaBuilder<'a> {
     /// characters recur in every string of a schema).
     class_sequences: rustc_hash::FxHashMap<CharClass, Rc<[Utf8Sequence]>>,
     /// Buffer of [`NfaBuilder::sequences`]: shared suffixes `(lo, hi, to)` → their state.
-    shared_suffixes: Vec<(u8, u8, u32, u32)>,
+    shared_suffixes: rustc_hash::FxHashMap<(u8, u8, u32), u32>,
 }
 
 impl<'a> NfaBuilder<'a> {
@@ -145,7 +145,7 @@ impl<'a> NfaBuilder<'a> {
             nfa: Parts::default(),
             built: Nfa::default(),
             class_sequences: Default::default(),
-            shared_suffixes: Vec::new(),
+            shared_suffixes: Default::default(),
         }
     }
 
@@ -631,12 +631,12 @@ impl<'a> NfaBuilder<'a> {
             let (first, rest) = seq.as_slice().split_first().expect("a UTF-8 sequence is not empty");
             let mut to = end;
             for r in rest.iter().rev() {
-                to = match suffixes.iter().find(|s| (s.0, s.1, s.2) == (r.start, r.end, to)) {
-                    Some(s) => s.3,
+                to = match suffixes.get(&(r.start, r.end, to)) {
+                    Some(&state) => state,
                     None => {
                         let state = self.new_state()?;
                         self.edge(state, Edge::Bytes { lo: r.start, hi: r.end, to });
-                        suffixes.push((r.start, r.end, to, state));
+                        suffixes.insert((r.start, r.end, to), state);
                         state
                     }
                 };
