@@ -299,7 +299,7 @@ impl<'o> Ctx<'o> {
             let memo = (format!("product {sources:?} {states}"), hit);
             let language = match self.memo.pattern_keys.get(&memo) {
                 Some(key) => Ok(key.clone()),
-                None => Err(match product.without_words(&accept, &memo.1) {
+                None => Err(match product.without_words(&accept, &memo.1, crate::keyset::MAX_COMBINED_STATES) {
                     Some(w) => w,
                     None => return Ok(None),
                 }),
@@ -525,5 +525,5 @@ fn without_words(h: &Hir, words: &[String]) -> Option<crate::keyset::WithoutWord
     let limits = crate::keyset::KeyLimits::default();
     let product = crate::keyset::Product::new(&[h], limits)?;
     let accept: Vec<bool> = (0..product.len()).map(|s| product.member(s)[0]).collect();
-    product.without_words(&accept, words)
+    product.without_words(&accept, words, crate::keyset::MAX_KEY_STATES)
 }
