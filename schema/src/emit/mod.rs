@@ -20,7 +20,7 @@ use stencil_grammar::{Expr, Grammar, RuleId};
 use crate::compile::Ctx;
 use crate::escape::json_string;
 use crate::locate::{ref_overrides_siblings, Sid};
-use crate::node::{json_eq, value_type, Node, Types, ASSERTING};
+use crate::node::{asserting, json_eq, value_type, Node, Types};
 use crate::SchemaError;
 
 /// The grammar being written.
@@ -271,7 +271,7 @@ impl<'o> Ctx<'o> {
     fn value_satisfies(&mut self, v: &Value, members: &[Sid]) -> Result<bool, SchemaError> {
         for &m in members {
             let Value::Object(map) = self.loc.schema(m) else { continue };
-            let annotation = |k: &str| !ASSERTING.contains(&k);
+            let annotation = |k: &str| !asserting(k);
             let simple = map.keys().all(|k| matches!(k.as_str(), "type" | "enum" | "const") || annotation(k));
             if simple {
                 continue; // type/enum/const are applied by the caller
