@@ -292,27 +292,33 @@ impl<'o> Ctx<'o> {
             groups[g].1[s] = true;
         }
         // Each group's keys first (all or nothing), then their values.
+        // The languages not built before (`None`: in the memo), all of them before any rule
+        // is written.
         let mut languages = Vec::with_capacity(groups.len());
         for (c, accept) in groups {
             let hit: Vec<String> = declared.iter().filter(|d| product.ends_in(&accept, d)).cloned().collect();
             let states: String = accept.iter().map(|&a| if a { '1' } else { '0' }).collect();
             let memo = (format!("product {sources:?} {states}"), hit);
-            let language = match self.memo.pattern_keys.get(&memo) {
-                Some(key) => Ok(key.clone()),
-                None => Err(match product.without_words(&accept, &memo.1, crate::keyset::MAX_COMBINED_STATES) {
-                    Some(w) => w,
-                    None => return Ok(None),
-                }),
+            let todo = if self.memo.pattern_keys.contains_key(&memo) {
+                None
+            } else {
+                let Some(w) = product.without_words(&accept, &memo.1, crate::keyset::MAX_COMBINED_STATES) else {
+                    return Ok(None);
+                };
+                Some(w)
             };
-            languages.push((c, memo, language));
+            languages.push((c, memo, todo));
         }
         let mut keyed: Vec<(Conj, Expr)> = Vec::new();
-        for (c, memo, language) in languages {
-            let key = language.unwrap_or_else(|w| {
-                let key = self.dfa_key(&w);
-                self.memo.pattern_keys.insert(memo, key.clone());
-                key
-            });
+        for (c, memo, todo) in languages {
+            let key = match todo {
+                None => self.memo.pattern_keys[&memo].clone(),
+                Some(w) => {
+                    let key = self.dfa_key(&w);
+                    self.memo.pattern_keys.insert(memo, key.clone());
+                    key
+                }
+            };
             keyed.extend(key.map(|key| (c, key)));
         }
         let sep = self.style.key_sep();
