@@ -144,7 +144,49 @@ impl Sampler {
         mask: Option<&[u32]>,
         history: &TokenHistory,
     ) -> Result<u32, SamplingError> {
-        match self.run(logits, mask, history)? {
+        let outcome = self.run(logits, mask, history)?;
+        self.draw(outcome)
+    }
+
+    /// [`sample`](Sampler::sample) and the [`logprob`](Sampler::logprob) of the token it
+    /// picks, from one pass of the pipeline: the same token, the same value and the same
+    /// draws from the generator as the two calls (what a decode step records).
+    ///
+    /// ```
+    /// use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
+    ///
+    /// let params = SamplingParams { temperature: 0.8, seed: Some(5), ..Default::default() };
+    /// let (mut one, mut two) = (Sampler::new(params.clone())?, Sampler::new(params)?);
+    /// let (logits, history) = ([0.5, 2.0, 1.0], TokenHistory::new());
+    /// let (token, logprob) = one.sample_with_logprob(&logits, None, &history)?;
+    /// assert_eq!(token, two.sample(&logits, None, &history)?);
+    /// assert_eq!(logprob, two.logprob(&logits, None, &history, token));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sample_with_logprob(
+        &mut self,
+        logits: &[f32],
+        mask: Option<&[u32]>,
+        history: &TokenHistory,
+    ) -> Result<(u32, Option<f64>), SamplingError> {
+        self.prepare(logits, mask, history, false)?;
+        let (max, temperature, log_total) = self.normalizer();
+        let (token, logit) = if self.params.is_greedy() {
+            // The lowest id with the largest logit, as the greedy pass picks it.
+            let best = self.candidates.iter().find(|c| f64::from(c.logit) == max).ok_or(SamplingError::NoCandidates)?;
+            (best.id, best.logit)
+        } else {
+            let outcome = self.truncate()?;
+            let token = self.draw(outcome)?;
+            let chosen = self.candidates.iter().find(|c| c.id == token).ok_or(SamplingError::NoCandidates)?;
+            (token, chosen.logit)
+        };
+        Ok((token, Some((f64::from(logit) - max) / temperature - log_total)))
+    }
+
+    /// A token from what stages 1–8 left: the greedy choice, or a seeded draw by weight.
+    fn draw(&mut self, outcome: Outcome) -> Result<u32, SamplingError> {
+        match outcome {
             Outcome::Greedy(token) => Ok(token),
             Outcome::Weighted(total) => {
                 let mut target = self.rng.gen::<f64>() * total;
@@ -287,11 +329,18 @@ impl Sampler {
 
     /// Log-probabilities over the prepared candidates (temperature 1 when greedy).
     fn log_softmax(&self) -> impl Fn(&Candidate) -> f64 {
+        let (max, temperature, log_total) = self.normalizer();
+        move |c: &Candidate| (f64::from(c.logit) - max) / temperature - log_total
+    }
+
+    /// The prepared candidates' largest logit, temperature (1 when greedy) and log of the
+    /// softmax's denominator: `log p(c) = (logit(c) − max) / T − log_total`.
+    fn normalizer(&self) -> (f64, f64, f64) {
         let temperature = if self.params.is_greedy() { 1.0 } else { f64::from(self.params.temperature) };
         let max = max_logit(&self.candidates);
-        let scaled = move |c: &Candidate| (f64::from(c.logit) - max) / temperature;
-        let log_total = self.candidates.iter().map(|c| scaled(c).exp()).sum::<f64>().ln();
-        move |c: &Candidate| scaled(c) - log_total
+        let log_total =
+            self.candidates.iter().map(|c| ((f64::from(c.logit) - max) / temperature).exp()).sum::<f64>().ln();
+        (max, temperature, log_total)
     }
 
     /// `token`'s log-probability among the prepared candidates (in id order).
@@ -399,11 +448,17 @@ impl Sampler {
     fn run(&mut self, logits: &[f32], mask: Option<&[u32]>, history: &TokenHistory) -> Result<Outcome, SamplingError> {
         let greedy = self.params.is_greedy();
         self.prepare(logits, mask, history, greedy)?;
-        let candidates = &mut self.candidates;
         if greedy {
             // Truncation always keeps the argmax: no softmax needed.
-            return candidates.first().map(|c| Outcome::Greedy(c.id)).ok_or(SamplingError::NoCandidates);
+            return self.candidates.first().map(|c| Outcome::Greedy(c.id)).ok_or(SamplingError::NoCandidates);
         }
+        self.truncate()
+    }
+
+    /// Stages 5–8 on the prepared candidates (not greedy): the weighted candidates to draw
+    /// from.
+    fn truncate(&mut self) -> Result<Outcome, SamplingError> {
+        let candidates = &mut self.candidates;
         // Stage 6 before 5 in the code: top-k needs only the logits' order, and then only k
         // weights are computed.
         let k = self.params.top_k as usize;

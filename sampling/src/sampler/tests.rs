@@ -462,3 +462,35 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// One pass for the token and its log-probability gives what the two calls give: the
+    /// same token, the same bits, the same generator state after.
+    #[test]
+    fn sample_with_logprob_is_sample_then_logprob(
+        p in any_params(),
+        logits in proptest::collection::vec(logit(), 0..200),
+        mask in proptest::option::of(proptest::collection::vec(any::<u32>(), 0..8)),
+        prompt in proptest::collection::vec(0u32..80, 0..12),
+        output in proptest::collection::vec(0u32..80, 0..12),
+    ) {
+        let mut h = TokenHistory::with_prompt(&prompt);
+        output.iter().for_each(|&t| h.push(t));
+        let (mut fused, mut apart) = (Sampler::new(p.clone()).unwrap(), Sampler::new(p).unwrap());
+        for _ in 0..3 {
+            let one = fused.sample_with_logprob(&logits, mask.as_deref(), &h);
+            let two = apart
+                .sample(&logits, mask.as_deref(), &h)
+                .map(|t| (t, apart.logprob(&logits, mask.as_deref(), &h, t)));
+            match (one, two) {
+                (Ok((t1, lp1)), Ok((t2, lp2))) => {
+                    prop_assert_eq!(t1, t2);
+                    prop_assert_eq!(lp1.map(f64::to_bits), lp2.map(f64::to_bits));
+                    prop_assert!(lp1.is_some());
+                }
+                (Err(_), Err(_)) => {}
+                (one, two) => prop_assert!(false, "{:?} vs {:?}", one, two),
+            }
+        }
+    }
+}
