@@ -345,18 +345,47 @@ pub struct FunctionCall {
     pub arguments: String,
 }
 
-/// A tool call in a streamed delta.
+/// A piece of a tool call in a streamed delta: the first piece of a call has its id, type
+/// and name; the next ones more of its arguments.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ToolCallDelta {
     /// The call's position in the reply.
     pub index: usize,
-    /// Its id.
-    pub id: String,
-    /// `function`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// The function and its arguments (whole, in one delta).
-    pub function: FunctionCall,
+    /// Its id (first piece only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `function` (first piece only).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    /// The function's name (first piece only) and more of its arguments' JSON text.
+    pub function: FunctionDelta,
+}
+
+/// `function` of a [`ToolCallDelta`].
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FunctionDelta {
+    /// The tool's name (first piece only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// More of the arguments' JSON text.
+    pub arguments: String,
+}
+
+impl ToolCallDelta {
+    /// The first piece of call `index`.
+    pub fn start(index: usize, id: String, name: String) -> Self {
+        ToolCallDelta {
+            index,
+            id: Some(id),
+            kind: Some("function"),
+            function: FunctionDelta { name: Some(name), arguments: String::new() },
+        }
+    }
+
+    /// More arguments of call `index`.
+    pub fn arguments(index: usize, text: String) -> Self {
+        ToolCallDelta { index, id: None, kind: None, function: FunctionDelta { name: None, arguments: text } }
+    }
 }
 
 /// `choices[i].logprobs` of a chat completion.
@@ -423,7 +452,7 @@ pub struct Delta {
     /// New text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
-    /// Tool calls (each whole, once the reply is decoded).
+    /// Pieces of tool calls, as they are decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
 }

@@ -19,15 +19,15 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
 use stencil_runtime::{ChatMessage, GenerateRequest, Generation, StopReason};
-use stencil_tools::Reply;
+use stencil_tools::{Reply, ReplyStream, StreamEvent};
 use subtle::ConstantTimeEq;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::api::{
     ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice, Delta,
-    FunctionCall, LegacyLogprobs, ModelCard, ModelList, ResponseMessage, TokenLogprob, ToolCallDelta, ToolCallOut,
-    Usage,
+    FunctionCall, FunctionDelta, LegacyLogprobs, ModelCard, ModelList, ResponseMessage, TokenLogprob, ToolCallDelta,
+    ToolCallOut, Usage,
 };
 use crate::constraint::{call_options, Constraint};
 use crate::engine::{runtime_error, Event, Job};
@@ -394,12 +394,21 @@ fn read_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<Too
     match caller.envelope().parse(text) {
         Ok(Reply::Calls(calls)) => {
             let errors = calls.iter().filter_map(|c| caller.tools().check(c).err()).map(|e| e.to_string()).collect();
+            // The arguments as the model wrote them (as a stream sends them), when read.
+            let mut written = ReplyStream::arguments_texts(caller.envelope(), text).into_iter();
             let calls = calls
                 .into_iter()
-                .map(|c| ToolCallOut {
-                    id: new_id("call").replacen('-', "_", 1),
-                    kind: "function",
-                    function: FunctionCall { name: c.name, arguments: c.arguments.to_string() },
+                .map(|c| {
+                    let text =
+                        written.next().filter(|t| serde_json::from_str::<Value>(t).ok().as_ref() == Some(&c.arguments));
+                    ToolCallOut {
+                        id: new_id("call").replacen('-', "_", 1),
+                        kind: "function",
+                        function: FunctionCall {
+                            name: c.name,
+                            arguments: text.unwrap_or_else(|| c.arguments.to_string()),
+                        },
+                    }
                 })
                 .collect();
             (Some(calls), text.to_string(), errors)
@@ -626,8 +635,15 @@ fn stream(
             logprobs: None,
             finish_reason: None,
         };
-        // A reply with tools is read back whole: its calls (or text) are sent once decoded.
-        let tools = answer.constraint.as_ref().is_some_and(|c| c.tools.is_some());
+        // A reply with tools is read as it is decoded: its text, or each call's name and then
+        // its arguments, go out as deltas.
+        let envelope = answer.constraint.as_ref().and_then(|c| c.tools.as_ref()).map(|t| t.envelope().clone());
+        let tools = envelope.is_some();
+        let mut readers: Vec<Option<ToolDeltas>> =
+            (0..answer.n).map(|_| envelope.clone().map(ToolDeltas::new)).collect();
+        let tool_chunk = |index: usize, delta: Delta| {
+            chunk(vec![ChunkChoice { index, delta, logprobs: None, finish_reason: None }], None)
+        };
         if endpoint == Endpoint::Chat {
             for index in 0..answer.n {
                 if !send(&tx, &chunk(vec![delta(index, Some(String::new()), Some("assistant"))], None)).await {
@@ -642,9 +658,12 @@ fn stream(
         while left > 0 {
             let Some(event) = rx.recv().await else { break };
             let sent = match event {
-                Event::Text { .. } if tools => {
+                Event::Text { index, text } if tools => {
                     ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
-                    true
+                    match readers.get_mut(index).and_then(Option::as_mut).and_then(|r| r.push(&text)) {
+                        Some(delta) => send(&tx, &tool_chunk(index, delta)).await,
+                        None => true,
+                    }
                 }
                 Event::Text { index, text } => {
                     ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
@@ -673,25 +692,14 @@ fn stream(
                             generations.push(*g);
                             match endpoint {
                                 Endpoint::Chat => {
-                                    let mut body = Delta::default();
-                                    if tools {
-                                        body.content = f.content().filter(|c| !c.is_empty());
-                                        body.tool_calls = f.tool_calls.clone().map(|calls| {
-                                            calls
-                                                .into_iter()
-                                                .enumerate()
-                                                .map(|(index, c)| ToolCallDelta {
-                                                    index,
-                                                    id: c.id,
-                                                    kind: c.kind,
-                                                    function: c.function,
-                                                })
-                                                .collect()
-                                        });
-                                        if body.content.is_some() || body.tool_calls.is_some() {
-                                            let choice =
-                                                ChunkChoice { index, delta: body, logprobs: None, finish_reason: None };
-                                            if !send(&tx, &chunk(vec![choice], None)).await {
+                                    if let Some(reader) = readers.get_mut(index).and_then(Option::as_mut) {
+                                        // What the reader still held, or (when the reply left the
+                                        // form before anything was sent) the reply read whole.
+                                        let last = reader.finish().or_else(|| (!reader.sent).then(|| whole_reply(&f)));
+                                        if let Some(delta) =
+                                            last.filter(|d| d.content.is_some() || d.tool_calls.is_some())
+                                        {
+                                            if !send(&tx, &tool_chunk(index, delta)).await {
                                                 return;
                                             }
                                         }
@@ -752,6 +760,67 @@ fn stream(
         let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
     });
     Sse::new(ReceiverStream::new(out)).into_response()
+}
+
+/// A tool reply's deltas as it is decoded ([`ReplyStream`]): text as content, a call's id
+/// and name once its name is whole, then its arguments piece by piece.
+struct ToolDeltas {
+    stream: ReplyStream,
+    /// Something was sent.
+    sent: bool,
+}
+
+impl ToolDeltas {
+    fn new(envelope: stencil_tools::Envelope) -> Self {
+        ToolDeltas { stream: ReplyStream::new(envelope), sent: false }
+    }
+
+    /// The delta of the next piece of text, if it adds anything.
+    fn push(&mut self, text: &str) -> Option<Delta> {
+        let events = self.stream.push(text);
+        self.delta(events)
+    }
+
+    /// The delta of what the reader held at the end, if anything.
+    fn finish(&mut self) -> Option<Delta> {
+        let events = self.stream.finish();
+        self.delta(events)
+    }
+
+    fn delta(&mut self, events: Vec<StreamEvent>) -> Option<Delta> {
+        if events.is_empty() {
+            return None;
+        }
+        self.sent = true;
+        let (mut content, mut calls) = (None::<String>, Vec::new());
+        for event in events {
+            match event {
+                StreamEvent::Text(t) => content.get_or_insert_with(String::new).push_str(&t),
+                StreamEvent::Call { index, name } => {
+                    calls.push(ToolCallDelta::start(index, new_id("call").replacen('-', "_", 1), name))
+                }
+                StreamEvent::Arguments { index, text } => calls.push(ToolCallDelta::arguments(index, text)),
+            }
+        }
+        Some(Delta { role: None, content, tool_calls: (!calls.is_empty()).then_some(calls) })
+    }
+}
+
+/// A finished tool reply as one delta: its text, or its calls whole.
+fn whole_reply(f: &Finished) -> Delta {
+    let tool_calls = f.tool_calls.clone().map(|calls| {
+        calls
+            .into_iter()
+            .enumerate()
+            .map(|(index, c)| ToolCallDelta {
+                index,
+                id: Some(c.id),
+                kind: Some(c.kind),
+                function: FunctionDelta { name: Some(c.function.name), arguments: c.function.arguments },
+            })
+            .collect()
+    });
+    Delta { role: None, content: f.content().filter(|c| !c.is_empty()), tool_calls }
 }
 
 /// Sends one `data:` event; false when the client is gone.

@@ -386,18 +386,24 @@ def test_streamed_tool_calls_reassemble(client):
     kwargs = dict(model="m", messages=WEATHER, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
                   temperature=0, max_tokens=80)
     whole = client.chat.completions.create(**kwargs).choices[0].message
-    calls = {}
+    calls, pieces = {}, {}
     finish = None
     for chunk in client.chat.completions.create(stream=True, **kwargs):
         for choice in chunk.choices:
             for d in choice.delta.tool_calls or []:
+                if d.index not in calls:
+                    # A call's first delta names it; the next ones carry more arguments.
+                    assert d.id and d.type == "function" and d.function.name, d
                 c = calls.setdefault(d.index, {"name": "", "arguments": ""})
                 c["name"] += d.function.name or ""
                 c["arguments"] += d.function.arguments or ""
+                pieces[d.index] = pieces.get(d.index, 0) + 1
             finish = choice.finish_reason or finish
     assert finish == "tool_calls"
     assert [calls[i] for i in sorted(calls)] == [
         {"name": c.function.name, "arguments": c.function.arguments} for c in whole.tool_calls]
+    # The arguments stream as they are decoded, not in one piece at the end.
+    assert max(pieces.values()) >= 3, pieces
 
 
 def test_tool_results_in_the_conversation(client):

@@ -85,6 +85,7 @@ pub mod envelope;
 mod grammar;
 pub mod prompt;
 mod set;
+pub mod stream;
 mod tool;
 
 pub use call::{CallError, ToolCall};
@@ -93,6 +94,7 @@ pub use envelope::{Envelope, Reply, ToolChoice};
 pub use prompt::PromptStyle;
 pub use set::{NameError, ToolEntry, ToolSet, ToolSetError};
 pub use stencil_derive::Tool;
+pub use stream::{ReplyStream, StreamEvent};
 pub use tool::{arguments_schema, deserialize_call, Tool, ToolDefinition, Tools};
 
 /// The `schemars` this crate generates schemas with (1.x), for matching versions.
