@@ -195,13 +195,7 @@ impl ReplyStream {
                 }
             }
             State::Connector => {
-                self.pending.push(c);
-                if self.pending == CONNECTOR {
-                    self.pending.clear();
-                    self.state = State::Arguments { depth: 0, in_string: false, escaped: false };
-                } else if !CONNECTOR.starts_with(&self.pending) {
-                    self.state = State::Off;
-                }
+                self.expect(c, CONNECTOR, State::Arguments { depth: 0, in_string: false, escaped: false })
             }
             State::Arguments { depth, in_string, escaped } => {
                 let index = self.calls - 1;
@@ -231,26 +225,20 @@ impl ReplyStream {
                     _ => {}
                 }
             }
-            State::Tail => {
-                self.pending.push(c);
-                let tail = self.envelope.tail();
-                if self.pending == tail {
-                    self.pending.clear();
-                    self.state = State::Between;
-                } else if !tail.starts_with(&self.pending) {
-                    self.state = State::Off;
-                }
-            }
-            State::Between => {
-                self.pending.push(c);
-                let head = self.envelope.head(false);
-                if self.pending == head {
-                    self.pending.clear();
-                    self.state = State::Name;
-                } else if !head.starts_with(&self.pending) {
-                    self.state = State::Off;
-                }
-            }
+            State::Tail => self.expect(c, &self.envelope.tail(), State::Between),
+            State::Between => self.expect(c, &self.envelope.head(false), State::Name),
+        }
+    }
+
+    /// Reads `c` as the next character of `literal`: the whole of it moves on to `next`,
+    /// anything else leaves the form.
+    fn expect(&mut self, c: char, literal: &str, next: State) {
+        self.pending.push(c);
+        if self.pending == literal {
+            self.pending.clear();
+            self.state = next;
+        } else if !literal.starts_with(&self.pending) {
+            self.state = State::Off;
         }
     }
 }

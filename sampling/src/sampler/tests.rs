@@ -434,17 +434,25 @@ fn any_params() -> impl Strategy<Value = SamplingParams> {
         )
 }
 
+/// One step's inputs: parameters, logits, perhaps a mask, and a history (prompt and output).
+fn any_step() -> impl Strategy<Value = (SamplingParams, Vec<f32>, Option<Vec<u32>>, TokenHistory)> {
+    (
+        any_params(),
+        proptest::collection::vec(logit(), 0..200),
+        proptest::option::of(proptest::collection::vec(any::<u32>(), 0..8)),
+        proptest::collection::vec(0u32..80, 0..12),
+        proptest::collection::vec(0u32..80, 0..12),
+    )
+        .prop_map(|(p, logits, mask, prompt, output)| {
+            let mut h = TokenHistory::with_prompt(&prompt);
+            output.iter().for_each(|&t| h.push(t));
+            (p, logits, mask, h)
+        })
+}
+
 proptest! {
     #[test]
-    fn fast_path_agrees_with_the_reference(
-        p in any_params(),
-        logits in proptest::collection::vec(logit(), 0..200),
-        mask in proptest::option::of(proptest::collection::vec(any::<u32>(), 0..8)),
-        prompt in proptest::collection::vec(0u32..80, 0..12),
-        output in proptest::collection::vec(0u32..80, 0..12),
-    ) {
-        let mut h = TokenHistory::with_prompt(&prompt);
-        output.iter().for_each(|&t| h.push(t));
+    fn fast_path_agrees_with_the_reference((p, logits, mask, h) in any_step()) {
         let mut s = Sampler::new(p.clone()).unwrap();
         let mut fast = s.distribution(&logits, mask.as_deref(), &h);
         let mut slow = reference(&p, &logits, mask.as_deref(), &h);
@@ -467,15 +475,7 @@ proptest! {
     /// One pass for the token and its log-probability gives what the two calls give: the
     /// same token, the same bits, the same generator state after.
     #[test]
-    fn sample_with_logprob_is_sample_then_logprob(
-        p in any_params(),
-        logits in proptest::collection::vec(logit(), 0..200),
-        mask in proptest::option::of(proptest::collection::vec(any::<u32>(), 0..8)),
-        prompt in proptest::collection::vec(0u32..80, 0..12),
-        output in proptest::collection::vec(0u32..80, 0..12),
-    ) {
-        let mut h = TokenHistory::with_prompt(&prompt);
-        output.iter().for_each(|&t| h.push(t));
+    fn sample_with_logprob_is_sample_then_logprob((p, logits, mask, h) in any_step()) {
         let (mut fused, mut apart) = (Sampler::new(p.clone()).unwrap(), Sampler::new(p).unwrap());
         for _ in 0..3 {
             let one = fused.sample_with_logprob(&logits, mask.as_deref(), &h);
