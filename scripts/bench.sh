@@ -4,7 +4,8 @@
 # SmolLM2 (49k) and Gemma 3 (262k) vocabularies; then JSON Schema (both engines' native
 # compilers) on a sample of JSONSchemaBench's dev split, read in place from
 # ../shared/corpus/jsonschemabench (--corpus to move it); then decoding on llama.cpp with
-# both real models (free, Stencil's masks, llama.cpp's own GBNF sampler); then the
+# both real models (free, Stencil's masks, llama.cpp's own GBNF sampler); then speculative
+# decoding (plain vs prompt lookup vs the draft model on copy-heavy extractions); then the
 # tool-calling evaluation (multi-stage, one grammar, unconstrained); then inference-time
 # scaling (N samples decoded together vs N sequential generations on both models, greedy
 # vs self-consistency on fixtures/scaling/arithmetic.jsonl); then watermark detection (true
@@ -16,6 +17,8 @@
 #   scripts/bench.sh --schemas-per-subset 5   # quicker; any stencil-bench option passes through
 #   scripts/bench.sh --parts gbnf             # only the GBNF part (2-3 minutes), no corpus needed
 #   scripts/bench.sh --parts decode           # only decoding on llama.cpp (about 3 minutes)
+#   scripts/bench.sh --parts speculation      # only speculative decoding on copy-heavy extractions
+#                                             # (prompt lookup, draft model; about 8 minutes)
 #   scripts/bench.sh --parts tools            # only the tool-calling evaluation (about 5 minutes)
 #   scripts/bench.sh --parts scaling          # only inference-time scaling (about 20 minutes)
 #   scripts/bench.sh --parts watermark        # only watermark detection rates (about 20 minutes)

@@ -1,7 +1,7 @@
 //! Decode throughput on llama.cpp with both real models: free greedy decoding, Stencil's
 //! JSON Schema masks (with and without fast-forward), and llama.cpp's own GBNF grammar
-//! sampler on the same schema converted to GBNF (`stencil convert`), and prompt-lookup
-//! speculation on the same extraction, in one run.
+//! sampler on the same schema converted to GBNF (`stencil convert`), in one run.
+//! Speculative decoding has its own part (`speculation.rs`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -112,39 +112,6 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
         rows.push(stencil_row(&mut session, "Stencil JSON Schema mask", request.clone(), true));
         request.fast_forward = true;
         rows.push(stencil_row(&mut session, "Stencil JSON Schema mask + fast-forward", request.clone(), true));
-        // The same model as its own draft: the draft model's overhead and acceptance (its
-        // speed-up needs a smaller sibling with the same vocabulary).
-        let mut drafted = model.session(&options).expect("session");
-        drafted.attach_draft(&model).expect("the same vocabulary");
-        let draft_model = Some(stencil_runtime::Speculation::draft_model());
-        let modes = [
-            (
-                0.0,
-                None,
-                "Stencil JSON Schema mask + fast-forward + prompt lookup",
-                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens)",
-            ),
-            (
-                0.7,
-                Some("Stencil JSON Schema mask + fast-forward, T=0.7"),
-                "Stencil JSON Schema mask + fast-forward + prompt lookup, T=0.7",
-                "Stencil JSON Schema mask + fast-forward + draft model (itself, 4 tokens), T=0.7",
-            ),
-        ];
-        for (temperature, plain, lookup, draft) in modes {
-            request.params.temperature = temperature;
-            request.params.seed = Some(7);
-            request.speculation = None;
-            if let Some(mode) = plain {
-                rows.push(stencil_row(&mut session, mode, request.clone(), true));
-            }
-            request.speculation = Some(stencil_runtime::Speculation::prompt_lookup());
-            rows.push(stencil_row(&mut session, lookup, request.clone(), true));
-            request.speculation = draft_model.clone();
-            rows.push(stencil_row(&mut drafted, draft, request.clone(), true));
-        }
-        request.params.temperature = 0.0;
-        request.speculation = None;
 
         for (mode, g, max) in [
             ("llama.cpp greedy, no grammar", None, args.free_tokens as usize),
@@ -205,9 +172,7 @@ fn render(rows: &[Row], args: &DecodeArgs) -> String {
          included) over the decode time; \"ratio\" is tokens/s over free decoding with the Stencil \
          runtime on the same model. Mask ms/token: Stencil's mask computation (mostly overlapped) / \
          the part the decode loop waited for; for llama.cpp, the time in its sampler chain. \
-         Prompt lookup (`--speculate prompt-lookup`, default settings: up to 8 draft tokens copied \
-         from the prompt and output, checked in the same forward pass) gives the same output in \
-         fewer forward passes; the T=0.7 rows are seeded (seed 7), with and without it.\n",
+         Speculative decoding: the next section.\n",
         args.schema, args.repetitions, args.free_tokens
     );
     let _ = writeln!(o, "| model | decoding | tokens | forward passes | tokens/s | ratio | ms/forward pass | mask ms/token (wait) | output validates |");

@@ -14,6 +14,7 @@ mod lark;
 mod llg;
 mod scaling;
 mod schema;
+mod speculation;
 mod timer;
 mod tools;
 mod watermark;
@@ -41,9 +42,10 @@ stencil-bench [options]
                       terminals,rules): terminals = llguidance's gbnf_to_lark.py
                       (text-only rules become lexemes), rules = one Lark rule per GBNF rule
   --dump-lark DIR     also write each grammar's Lark text there
-  --parts PARTS       gbnf,schema,decode,tools,scaling,watermark (default all six); decode = tokens/s
-                      on llama.cpp with both real models: free, Stencil's masks, llama.cpp's
-                      GBNF sampler; tools = the tool-calling evaluation (SmolLM2); scaling =
+  --parts PARTS       gbnf,schema,decode,speculation,tools,scaling,watermark (default all seven);
+                      decode = tokens/s on llama.cpp with both real models: free, Stencil's
+                      masks, llama.cpp's GBNF sampler; speculation = plain constrained decoding
+                      vs prompt lookup (and the draft model) on copy-heavy extractions; tools = the tool-calling evaluation (SmolLM2); scaling =
                       N samples decoded together vs N sequential generations (both models),
                       greedy vs self-consistency on fixtures/scaling (SmolLM2); watermark =
                       detection rates with and without the watermark (both models)
@@ -78,6 +80,7 @@ struct Args {
     gbnf: bool,
     schema: Option<schema::SchemaArgs>,
     decode: bool,
+    speculation: bool,
     tools: bool,
     scaling: Option<scaling::ScalingArgs>,
     watermark: Option<watermark::WatermarkArgs>,
@@ -97,6 +100,7 @@ fn parse_args() -> Args {
         gbnf: true,
         schema: None,
         decode: true,
+        speculation: true,
         tools: true,
         scaling: None,
         watermark: None,
@@ -132,14 +136,17 @@ fn parse_args() -> Args {
             "--dump-lark" => a.dump_lark = Some(val().into()),
             "--parts" => {
                 let parts = list(val());
-                if let Some(p) = parts
-                    .iter()
-                    .find(|p| !matches!(p.as_str(), "gbnf" | "schema" | "decode" | "tools" | "scaling" | "watermark"))
-                {
-                    die(&format!("unknown part {p} (gbnf, schema, decode, tools, scaling, watermark)"));
+                if let Some(p) = parts.iter().find(|p| {
+                    !matches!(
+                        p.as_str(),
+                        "gbnf" | "schema" | "decode" | "speculation" | "tools" | "scaling" | "watermark"
+                    )
+                }) {
+                    die(&format!("unknown part {p} (gbnf, schema, decode, speculation, tools, scaling, watermark)"));
                 }
                 a.gbnf = parts.iter().any(|p| p == "gbnf");
                 a.decode = parts.iter().any(|p| p == "decode");
+                a.speculation = parts.iter().any(|p| p == "speculation");
                 a.tools = parts.iter().any(|p| p == "tools");
                 schema_part = parts.iter().any(|p| p == "schema");
                 scaling_part = parts.iter().any(|p| p == "scaling");
@@ -823,6 +830,7 @@ fn load_average() -> String {
 }
 
 const DECODE_TITLE: &str = "## Decoding on llama.cpp";
+const SPECULATION_TITLE: &str = "## Speculative decoding";
 const TOOLS_TITLE: &str = "## Tool calling";
 const SCALING_TITLE: &str = "## Inference-time scaling";
 const WATERMARK_TITLE: &str = "## Watermark detection";
@@ -849,7 +857,7 @@ const MASKS_KEPT: &str =
 /// already passes its bullet on).
 fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
     let start = report.find("\n## ")? + 1;
-    let end = [DECODE_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE]
+    let end = [DECODE_TITLE, SPECULATION_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE]
         .iter()
         .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
         .filter(|&i| i >= start)
@@ -1344,6 +1352,8 @@ fn main() {
     }
     let schema_results = args.schema.as_ref().map(|sa| schema::run(sa, &args.vocabs));
     let decode_section = args.decode.then(|| decode::run(&repo_root(), &decode::DecodeArgs::default()));
+    let speculation_section =
+        args.speculation.then(|| speculation::run(&repo_root(), &speculation::SpeculationArgs::default()));
     let tools_section = args.tools.then(|| tools::run(&repo_root()));
     let scaling_section = args.scaling.as_ref().map(|sc| scaling::run(&repo_root(), sc));
     let watermark_section = args.watermark.as_ref().map(|w| watermark::run(&repo_root(), w));
@@ -1369,6 +1379,7 @@ fn main() {
     }
     for (section, title) in [
         (decode_section, DECODE_TITLE),
+        (speculation_section, SPECULATION_TITLE),
         (tools_section, TOOLS_TITLE),
         (scaling_section, SCALING_TITLE),
         (watermark_section, WATERMARK_TITLE),

@@ -14,7 +14,7 @@ mod common;
 use common::*;
 
 /// The fixture schemas the grammar enforces completely (strict mode compiles them).
-const STRICT: &[&str] = &["person", "invoice", "tree", "shape", "config"];
+const STRICT: &[&str] = &["person", "invoice", "tree", "shape", "config", "contacts", "order", "citation"];
 /// The fixture schema that needs `--lenient` (`uniqueItems` over free strings).
 const LENIENT: &str = "note";
 

@@ -30,7 +30,7 @@ use crate::contrastive::Search;
 use crate::draft::{self, DraftStart};
 use crate::error::{Result, RuntimeError};
 use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
-use crate::speculate::{self, Draft, Speculation, SpeculationStats};
+use crate::speculate::{self, Draft, LookupOrigin, LookupStats, Speculation, SpeculationStats};
 use crate::telemetry::{GenerationRecord, StopReason, Timings};
 
 /// The seed of sample `index` of a request whose seed is `seed`: `seed + index` (wrapping).
@@ -105,8 +105,11 @@ struct Sequence {
     draft_masks: Vec<Vec<u32>>,
     /// Batch rows of the logits at the draft's checkpoints.
     check_rows: Vec<i32>,
-    /// The next draft's length at most (adapts to acceptance).
+    /// The next draft model's draft's length at most (adapts to acceptance).
     draft_cap: usize,
+    /// A verified prompt-lookup draft's origin, drafted and accepted tokens, until the
+    /// decoder counts it in the session's [`LookupStats`].
+    lookup_outcome: Option<(LookupOrigin, usize, usize)>,
     /// Draft-model speculation: the draft's sampler (the request's parameters, its own
     /// seed), and the room the next draft has (set with the pending tokens).
     draft_sampler: Option<Sampler>,
@@ -340,6 +343,7 @@ impl<'m> BatchDecoder<'_, 'm> {
                 draft_masks: Vec::new(),
                 check_rows: Vec::new(),
                 draft_cap: request.speculation.as_ref().map_or(0, Speculation::max_draft),
+                lookup_outcome: None,
                 draft_sampler: match &request.speculation {
                     Some(Speculation::DraftModel(_)) => Some(Sampler::new(SamplingParams {
                         seed: Some(draft_seed(sample_seed(base_seed, i))),
@@ -425,6 +429,10 @@ impl<'m> BatchDecoder<'_, 'm> {
                 s.fail_on(result);
             }
         }
+        let (cost, live) = (self.session.pass_cost.estimate(), self.live.len());
+        for s in &mut self.live {
+            s.draft_by_lookup(&vocab, &self.session.lookup_stats, cost, live);
+        }
         // Whole sequences per forward pass, as many as fit the batch (usually all).
         let mut from = 0;
         while from < self.live.len() {
@@ -460,6 +468,9 @@ impl<'m> BatchDecoder<'_, 'm> {
                         })
                     };
                     s.fail_on(result);
+                }
+                if let Some((origin, sampled, accepted)) = s.lookup_outcome.take() {
+                    self.session.lookup_stats.record(origin, sampled, accepted);
                 }
                 s.send(&mut on_text);
             }
@@ -519,7 +530,9 @@ impl<'m> BatchDecoder<'_, 'm> {
                     }
                 }
             });
+            let (rows, start) = (session.batch.n_tokens() as usize, Instant::now());
             let decoded = session.ctx.decode(&mut session.batch).map_err(|e| RuntimeError::Decode(e.to_string()));
+            session.pass_cost.observe(rows, start.elapsed().as_secs_f64());
             let wait = Instant::now();
             join(worker.join());
             (decoded, wait.elapsed())
@@ -752,22 +765,31 @@ impl Sequence {
         if self.matcher.is_some() && bitmask::count(mask) == 1 {
             self.stats.single_choice_steps += 1;
         }
-        let token = match draw(&mut self.sampler, logits, step_mask, &self.history, proposal) {
+        let n = self.request.top_logprobs;
+        // The common step (no draft model's proposal, no alternatives asked): one pass.
+        let drawn = match (proposal, n) {
+            (None, 0) => {
+                self.sampler.sample_with_logprob(logits, step_mask, &self.history).map(|(t, lp)| (t, Some(lp)))
+            }
+            _ => draw(&mut self.sampler, logits, step_mask, &self.history, proposal).map(|t| (t, None)),
+        };
+        let (token, known_logprob) = match drawn {
             // Bias or penalties removed every token the grammar allows: the grammar wins,
             // and the step takes the most likely allowed token.
             Err(SamplingError::NoCandidates) if step_mask.is_some() => {
                 self.stats.fallback_steps += 1;
-                masked_argmax(logits, step_mask.unwrap_or(&[])).ok_or(SamplingError::NoCandidates)?
+                (masked_argmax(logits, step_mask.unwrap_or(&[])).ok_or(SamplingError::NoCandidates)?, None)
             }
             other => other?,
         };
-        let n = self.request.top_logprobs;
-        let logprob = if n > 0 {
-            let (logprob, top) = self.sampler.logprob_and_top(logits, step_mask, &self.history, token, n);
-            self.alternatives = top.into_iter().map(|(t, lp)| (t, lp as f32)).collect();
-            logprob
-        } else {
-            self.sampler.logprob(logits, step_mask, &self.history, token)
+        let logprob = match known_logprob {
+            Some(logprob) => logprob,
+            None if n > 0 => {
+                let (logprob, top) = self.sampler.logprob_and_top(logits, step_mask, &self.history, token, n);
+                self.alternatives = top.into_iter().map(|(t, lp)| (t, lp as f32)).collect();
+                logprob
+            }
+            None => self.sampler.logprob(logits, step_mask, &self.history, token),
         };
         if let Some(lp) = logprob {
             self.stats.logprob_sum += lp;
@@ -811,13 +833,12 @@ impl Sequence {
         } else if self.n_past + step.len() > n_ctx {
             self.stop = Some(StopReason::ContextFull);
         } else {
+            // The room a draft has (drafts are made at the start of the next step).
             let room = (max_tokens - self.tokens.len())
                 .min(room_in_batch.saturating_sub(step.len()))
                 .min(n_ctx - self.n_past - step.len());
-            self.draft = self.propose(vocab, room, room_in_batch);
             (self.draft_room, self.room_in_batch) = (room, room_in_batch);
             self.pending = step;
-            self.pending.extend_from_slice(&self.draft.tokens);
         }
         Ok(())
     }
@@ -844,18 +865,31 @@ impl Sequence {
         false
     }
 
-    /// A prompt-lookup draft of at most `room` tokens, when the request speculates.
-    fn propose(&mut self, vocab: &Vocabulary, room: usize, room_in_batch: usize) -> Draft {
-        let Some(Speculation::PromptLookup(params)) = &self.request.speculation else { return Draft::default() };
-        let proposal = speculate::lookup(self.history.tokens(), params, room.min(self.draft_cap));
-        if proposal.is_empty() {
-            return Draft::default();
-        }
+    /// Prompt-lookup speculation: a draft after the pending tokens, copied from the prompt
+    /// and the output, cut where its expected gain is largest ([`speculate::cut`], from the
+    /// session's acceptance counts `stats`, the pass cost `(a, b)` and the `live` sequences
+    /// sharing the pass).
+    fn draft_by_lookup(&mut self, vocab: &Vocabulary, stats: &LookupStats, cost: (f64, f64), live: usize) {
+        let (true, None, None) = (self.draft.is_empty() && !self.pending.is_empty(), &self.stop, &self.error) else {
+            return;
+        };
+        let Some(Speculation::PromptLookup(params)) = &self.request.speculation else { return };
+        let room = self.draft_room;
+        let Some(found) = speculate::lookup(self.history.tokens(), self.stats.prompt_tokens, params, room) else {
+            return;
+        };
         let max_tokens = self.request.params.max_tokens as usize;
-        let base = self.tokens.len();
+        let (base, room_in_batch) = (self.tokens.len(), self.room_in_batch);
         let forced_room =
             |drafted: usize| max_tokens.saturating_sub(base + drafted + 1).min(room_in_batch.saturating_sub(1));
-        speculate::grammar_draft(&proposal, self.matcher.as_ref(), vocab, self.request.fast_forward, room, forced_room)
+        let (matcher, fast_forward) = (self.matcher.as_ref(), self.request.fast_forward);
+        let mut draft = speculate::grammar_draft(&found.tokens, matcher, vocab, fast_forward, room, forced_room);
+        draft.truncate(speculate::cut(&draft, found.origin, stats, cost, live));
+        if !draft.is_empty() {
+            draft.origin = Some(found.origin);
+            self.pending.extend_from_slice(&draft.tokens);
+            self.draft = draft;
+        }
     }
 
     /// After the forward pass of a step with a draft: checks the draft position by position
@@ -902,13 +936,20 @@ impl Sequence {
         spec.draft_steps += 1;
         spec.drafted += draft.sampled();
         spec.accepted += accepted;
-        self.draft_cap = if accepted == 0 {
-            (self.draft_cap / 2).max(1)
-        } else if accepted == draft.sampled() {
-            (self.draft_cap + 1).min(self.max_draft())
-        } else {
-            self.draft_cap
-        };
+        match draft.origin {
+            // A stop cut the check short: it says nothing of the draft.
+            Some(origin) if self.stop.is_none() => self.lookup_outcome = Some((origin, draft.sampled(), accepted)),
+            Some(_) => {}
+            None => {
+                self.draft_cap = if accepted == 0 {
+                    (self.draft_cap / 2).max(1)
+                } else if accepted == draft.sampled() {
+                    (self.draft_cap + 1).min(self.max_draft())
+                } else {
+                    self.draft_cap
+                }
+            }
+        }
         if let (Some((token, logprob)), None) = (next, &self.stop) {
             self.continue_with(token, logprob, vocab, n_ctx, room_in_batch)?;
         }

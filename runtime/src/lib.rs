@@ -50,6 +50,6 @@ pub use select::{
     VoteOutcome,
 };
 pub use session::{GenerateRequest, Generation, Session};
-pub use speculate::{lookup, DraftModel, PromptLookup, Speculation, SpeculationStats};
+pub use speculate::{lookup, DraftModel, Lookup, LookupOrigin, PromptLookup, Speculation, SpeculationStats};
 pub use stencil_sampling as sampling;
 pub use telemetry::{GenerationRecord, StopReason, Timings};

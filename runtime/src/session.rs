@@ -106,12 +106,24 @@ pub struct Session<'m> {
     pub(crate) cached: Vec<u32>,
     /// The draft model's context, once attached ([`Session::attach_draft`]).
     pub(crate) draft: Option<crate::draft::DraftContext<'m>>,
+    /// How prompt-lookup drafts fared, and what a forward pass costs: where drafts are cut.
+    pub(crate) lookup_stats: crate::speculate::LookupStats,
+    pub(crate) pass_cost: crate::speculate::PassCost,
 }
 
 impl<'m> Session<'m> {
     pub(crate) fn new(model: &'m Model, ctx: LlamaContext<'m>, options: SessionOptions) -> Self {
         let batch = LlamaBatch::new(options.n_batch.max(1) as usize, options.n_seq_max.max(1) as i32);
-        Session { model, ctx, options, batch, cached: Vec::new(), draft: None }
+        Session {
+            model,
+            ctx,
+            options,
+            batch,
+            cached: Vec::new(),
+            draft: None,
+            lookup_stats: Default::default(),
+            pass_cost: Default::default(),
+        }
     }
 
     /// The model this session runs.

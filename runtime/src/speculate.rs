@@ -20,12 +20,19 @@
 //! give the output they give without it, token for token (as long as llama.cpp's logits
 //! for a position verified in a batch equal those of one-token decoding).
 //!
-//! **Draft length**: `max_draft` tokens; it adapts to acceptance — after a step whose draft
-//! was wholly rejected the next draft is at most half as long (never below 1), after a fully
-//! accepted one it may grow back by one, up to `max_draft`.
+//! **Draft length**: at most `max_draft` tokens. A prompt-lookup draft is then cut where
+//! its expected gain is largest ([`policy`]: the acceptance of earlier drafts found the same
+//! way, against the measured cost of a forward pass's rows; a draft may be dropped whole).
+//! A draft model's drafts adapt to acceptance: after a step whose draft was wholly rejected
+//! the next draft is at most half as long (never below 1), after a fully accepted one it
+//! may grow back by one, up to `max_draft`.
+
+mod policy;
 
 use serde::Serialize;
 use stencil_mask::{Matcher, Vocabulary};
+
+pub(crate) use policy::{cut, LookupStats, PassCost};
 
 /// Speculation settings of a request.
 ///
@@ -103,6 +110,8 @@ pub(crate) struct Draft {
     /// Per token: the distribution it was drawn from (a draft model's); `None` for a copy
     /// (prompt lookup: a one-hot proposal) or a forced token.
     pub proposals: Vec<Option<Vec<(u32, f64)>>>,
+    /// How a prompt-lookup draft was found.
+    pub origin: Option<LookupOrigin>,
 }
 
 impl Draft {
@@ -123,6 +132,13 @@ impl Draft {
         self.tokens.push(token);
         self.forced.push(forced);
         self.proposals.push(None);
+    }
+
+    /// Keeps the first `len` tokens.
+    pub fn truncate(&mut self, len: usize) {
+        self.tokens.truncate(len);
+        self.forced.truncate(len);
+        self.proposals.truncate(len);
     }
 
     /// A token drawn from `q`.
@@ -148,35 +164,54 @@ impl Draft {
     }
 }
 
+/// A prompt-lookup proposal: the tokens that followed the match, and how it was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    pub tokens: Vec<u32>,
+    pub origin: LookupOrigin,
+}
+
+/// How a prompt-lookup draft was found (its first token's acceptance is counted apart for
+/// each: see [`Speculation`]'s module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LookupOrigin {
+    /// Tokens of the matched suffix.
+    pub matched: usize,
+    /// The proposal is copied from the prompt (its first `prompt_len` tokens), not from
+    /// the output.
+    pub in_prompt: bool,
+}
+
 /// The tokens that followed the latest earlier occurrence of the longest suffix of
-/// `tokens` (between `min_match` and `max_match` long), at most `limit` of them.
+/// `tokens` (between `min_match` and `max_match` long), at most `limit` of them; `None`
+/// when no suffix occurs earlier. `tokens` starts with the prompt's `prompt_len` tokens.
 ///
 /// ```
-/// # use stencil_runtime::PromptLookup;
+/// # use stencil_runtime::{lookup, LookupOrigin, PromptLookup};
 /// let p = PromptLookup { max_draft: 3, min_match: 2, max_match: 3 };
 /// //           a  b  c  d  x  a  b
 /// let tokens = [1, 2, 3, 4, 9, 1, 2];
-/// assert_eq!(stencil_runtime::lookup(&tokens, &p, 3), vec![3, 4, 9]);
-/// assert!(stencil_runtime::lookup(&[1, 2, 3], &p, 3).is_empty());
+/// let found = lookup(&tokens, 5, &p, 3).unwrap();
+/// assert_eq!(found.tokens, vec![3, 4, 9]);
+/// assert_eq!(found.origin, LookupOrigin { matched: 2, in_prompt: true });
+/// assert!(lookup(&[1, 2, 3], 3, &p, 3).is_none());
 /// ```
-pub fn lookup(tokens: &[u32], params: &PromptLookup, limit: usize) -> Vec<u32> {
+pub fn lookup(tokens: &[u32], prompt_len: usize, params: &PromptLookup, limit: usize) -> Option<Lookup> {
     let n = tokens.len();
     let limit = limit.min(params.max_draft);
     if limit == 0 {
-        return Vec::new();
+        return None;
     }
-    for len in (params.min_match.max(1)..=params.max_match).rev() {
-        if len >= n {
-            continue;
-        }
+    (params.min_match.max(1)..=params.max_match).rev().filter(|&len| len < n).find_map(|len| {
         let suffix = &tokens[n - len..];
         // The latest earlier occurrence whose continuation is not the suffix itself.
-        if let Some(start) = (0..n - len).rev().find(|&s| &tokens[s..s + len] == suffix) {
-            let from = start + len;
-            return tokens[from..(from + limit).min(n)].to_vec();
-        }
-    }
-    Vec::new()
+        let start = (0..n - len).rev().find(|&s| &tokens[s..s + len] == suffix)?;
+        let from = start + len;
+        Some(Lookup {
+            tokens: tokens[from..(from + limit).min(n)].to_vec(),
+            origin: LookupOrigin { matched: len, in_prompt: from < prompt_len },
+        })
+    })
 }
 
 /// `proposal` as a draft the grammar allows (see the module docs): cut at the first
@@ -260,15 +295,20 @@ mod tests {
     #[test]
     fn lookup_takes_the_longest_suffix_and_its_latest_occurrence() {
         let p = PromptLookup { max_draft: 4, min_match: 1, max_match: 3 };
+        let tokens = |found: Option<Lookup>| found.map(|f| f.tokens).unwrap_or_default();
         // "7 8" occurs twice; the latest occurrence (at 4) is followed by 5.
-        assert_eq!(lookup(&[7, 8, 1, 2, 7, 8, 5, 6, 7, 8], &p, 4), vec![5, 6, 7, 8]);
-        // The 3-token suffix "1 7 8" beats the 2-token one.
-        assert_eq!(lookup(&[1, 7, 8, 9, 3, 7, 8, 4, 1, 7, 8], &p, 2), vec![9, 3]);
+        let found = lookup(&[7, 8, 1, 2, 7, 8, 5, 6, 7, 8], 2, &p, 4).unwrap();
+        assert_eq!(found.tokens, vec![5, 6, 7, 8]);
+        assert_eq!(found.origin, LookupOrigin { matched: 2, in_prompt: false });
+        // The 3-token suffix "1 7 8" beats the 2-token one; it lies in the prompt.
+        let found = lookup(&[1, 7, 8, 9, 3, 7, 8, 4, 1, 7, 8], 8, &p, 2).unwrap();
+        assert_eq!(found.tokens, vec![9, 3]);
+        assert_eq!(found.origin, LookupOrigin { matched: 3, in_prompt: true });
         // Too short a match: nothing.
         let strict = PromptLookup { min_match: 3, ..p };
-        assert!(lookup(&[5, 6, 1, 5, 6], &strict, 4).is_empty());
-        assert!(lookup(&[], &p, 4).is_empty());
-        assert!(lookup(&[1, 2, 1, 2], &p, 0).is_empty());
+        assert!(lookup(&[5, 6, 1, 5, 6], 0, &strict, 4).is_none());
+        assert!(tokens(lookup(&[], 0, &p, 4)).is_empty());
+        assert!(lookup(&[1, 2, 1, 2], 0, &p, 0).is_none());
     }
 
     #[test]
