@@ -15,8 +15,8 @@
 # scripts/fetch-models.sh. The client is Python's standard library plus `jsonschema` (to
 # validate the outputs), in the server suite's virtual environment, .venv-server/. The
 # servers run on 127.0.0.1, one at a time; bench.py stops each one (SIGTERM, then SIGKILL)
-# however it ends. A full run takes about 25 minutes on 2 cores, most of it llama-server's
-# grammar sampler on Gemma 3's 262k-token vocabulary.
+# however it ends. A full run takes about 10 minutes on 2 cores, half of it llama-server on
+# Gemma 3 (its outputs run to --max-tokens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -24,7 +24,7 @@
 #   scripts/bench.sh --parts watermark        # only watermark detection rates (about 20 minutes)
 #   scripts/bench.sh --parts python           # only the Python packages' part (scripts/bench-python.sh,
 #                                             # about 7 minutes): Stencil vs XGrammar vs llguidance
-#   scripts/bench.sh --parts server           # only serving (scripts/bench-server.sh, about 25 minutes,
+#   scripts/bench.sh --parts server           # only serving (scripts/bench-server.sh, about 10 minutes,
 #                                             # plus 10 to build llama-server once): stencil serve vs
 #                                             # llama-server, 1/4/8 concurrent clients
 #   scripts/bench.sh --help                   # the options
