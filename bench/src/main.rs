@@ -836,6 +836,8 @@ const SCALING_TITLE: &str = "## Inference-time scaling";
 const WATERMARK_TITLE: &str = "## Watermark detection";
 /// Written by `scripts/bench.sh` from `scripts/bench-python.sh`'s report; always kept here.
 const PYTHON_TITLE: &str = "## Through Python";
+/// Written by `scripts/bench.sh` from `scripts/bench-server.sh`'s report; always kept here.
+const SERVER_TITLE: &str = "## Serving";
 
 /// A section of a report, from its title (a prefix of its heading) to the next `## `
 /// heading or the end.
@@ -857,12 +859,13 @@ const MASKS_KEPT: &str =
 /// already passes its bullet on).
 fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
     let start = report.find("\n## ")? + 1;
-    let end = [DECODE_TITLE, SPECULATION_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE]
-        .iter()
-        .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
-        .filter(|&i| i >= start)
-        .min()
-        .unwrap_or(report.len());
+    let end =
+        [DECODE_TITLE, SPECULATION_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE, SERVER_TITLE]
+            .iter()
+            .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
+            .filter(|&i| i >= start)
+            .min()
+            .unwrap_or(report.len());
     if end <= start {
         return None;
     }
@@ -1384,6 +1387,7 @@ fn main() {
         (scaling_section, SCALING_TITLE),
         (watermark_section, WATERMARK_TITLE),
         (None, PYTHON_TITLE),
+        (None, SERVER_TITLE),
     ] {
         match section {
             Some(s) => md.push_str(&with_provenance(&s, title)),
@@ -1452,6 +1456,16 @@ mod tests {
         let with_python = format!("# B\n\n- Run: R\n\n## Summary\n\ns\n\n{PYTHON_TITLE}: p\n\nrows\n");
         assert_eq!(previous_mask_sections(&with_python).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
         assert_eq!(previous_section(&with_python, PYTHON_TITLE), Some(format!("{PYTHON_TITLE}: p\n\nrows\n").as_str()));
+        // Nor is the serving part's (also written by scripts/bench.sh), alone or after it.
+        let with_server = format!("{with_python}\n{SERVER_TITLE}: v\n\nrows\n");
+        assert_eq!(previous_mask_sections(&with_server).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
+        assert_eq!(
+            previous_section(&with_server, PYTHON_TITLE),
+            Some(format!("{PYTHON_TITLE}: p\n\nrows\n\n").as_str())
+        );
+        assert_eq!(previous_section(&with_server, SERVER_TITLE), Some(format!("{SERVER_TITLE}: v\n\nrows\n").as_str()));
+        let only_server = format!("# B\n\n- Run: R\n\n## Summary\n\ns\n\n{SERVER_TITLE}: v\n");
+        assert_eq!(previous_mask_sections(&only_server).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
         // Only the other parts' sections: nothing to keep.
         assert_eq!(previous_mask_sections(&format!("# B\n\n- Run: 1 s\n\n{DECODE_TITLE}: d\n")), None);
     }
