@@ -27,7 +27,7 @@ pub struct SpeculationArgs {
 
 impl Default for SpeculationArgs {
     fn default() -> Self {
-        SpeculationArgs { repetitions: 2, max_tokens: 256 }
+        SpeculationArgs { repetitions: 2, max_tokens: 400 }
     }
 }
 

@@ -29,7 +29,7 @@ use stencil_sampling::{speculative, Sampler, SamplingError, SamplingParams, Toke
 use crate::contrastive::Search;
 use crate::draft::{self, DraftStart};
 use crate::error::{Result, RuntimeError};
-use crate::session::{check_grammar_vocab, GenerateRequest, Generation, Session, TextOutput};
+use crate::session::{check_grammar_vocab, common_prefix, GenerateRequest, Generation, Session, TextOutput};
 use crate::speculate::{self, Draft, LookupOrigin, LookupStats, Speculation, SpeculationStats};
 use crate::telemetry::{GenerationRecord, StopReason, Timings};
 
@@ -110,6 +110,8 @@ struct Sequence {
     /// A verified prompt-lookup draft's origin, drafted and accepted tokens, until the
     /// decoder counts it in the session's [`LookupStats`].
     lookup_outcome: Option<(LookupOrigin, usize, usize)>,
+    /// This sequence's own prompt-lookup counts.
+    lookup_own: LookupStats,
     /// Draft-model speculation: the draft's sampler (the request's parameters, its own
     /// seed), and the room the next draft has (set with the pending tokens).
     draft_sampler: Option<Sampler>,
@@ -291,9 +293,17 @@ impl<'m> BatchDecoder<'_, 'm> {
         let _span = tracing::debug_span!("prefill", prompt_tokens = prompt.len(), samples = n).entered();
         let mut matcher = request.grammar.clone().map(Matcher::new);
         let mut mask = bitmask::new_mask(vocab.mask_width());
+        // The longest prefix of the prompt a live sequence holds (a system prompt, tool
+        // definitions, the same request again) is shared, not evaluated again.
+        let donor = self
+            .live
+            .iter()
+            .filter(|s| s.contrastive.is_none())
+            .map(|s| (s.seq, common_prefix(&s.history.tokens()[..s.n_past], &prompt)))
+            .max_by_key(|&(_, n)| n);
         let (prefill, first_mask) = std::thread::scope(|s| {
             let worker = s.spawn(|| timed_fill(matcher.as_mut(), &mut mask));
-            (self.session.prefill_seq_with(seqs[0], &prompt, prompt_hidden.as_mut()), join(worker.join()))
+            (self.session.prefill_seq_with(seqs[0], &prompt, donor, prompt_hidden.as_mut()), join(worker.join()))
         });
         let cached = match prefill {
             Ok(cached) => cached,
@@ -344,6 +354,7 @@ impl<'m> BatchDecoder<'_, 'm> {
                 check_rows: Vec::new(),
                 draft_cap: request.speculation.as_ref().map_or(0, Speculation::max_draft),
                 lookup_outcome: None,
+                lookup_own: LookupStats::empty(),
                 draft_sampler: match &request.speculation {
                     Some(Speculation::DraftModel(_)) => Some(Sampler::new(SamplingParams {
                         seed: Some(draft_seed(sample_seed(base_seed, i))),
@@ -884,7 +895,7 @@ impl Sequence {
             |drafted: usize| max_tokens.saturating_sub(base + drafted + 1).min(room_in_batch.saturating_sub(1));
         let (matcher, fast_forward) = (self.matcher.as_ref(), self.request.fast_forward);
         let mut draft = speculate::grammar_draft(&found.tokens, matcher, vocab, fast_forward, room, forced_room);
-        draft.truncate(speculate::cut(&draft, found.origin, stats, cost, live));
+        draft.truncate(speculate::cut(&draft, stats.chances(&self.lookup_own, found.origin), cost, live));
         if !draft.is_empty() {
             draft.origin = Some(found.origin);
             self.pending.extend_from_slice(&draft.tokens);
@@ -938,7 +949,10 @@ impl Sequence {
         spec.accepted += accepted;
         match draft.origin {
             // A stop cut the check short: it says nothing of the draft.
-            Some(origin) if self.stop.is_none() => self.lookup_outcome = Some((origin, draft.sampled(), accepted)),
+            Some(origin) if self.stop.is_none() => {
+                self.lookup_own.record(origin, draft.sampled(), accepted);
+                self.lookup_outcome = Some((origin, draft.sampled(), accepted));
+            }
             Some(_) => {}
             None => {
                 self.draft_cap = if accepted == 0 {

@@ -170,24 +170,41 @@ impl<'m> Session<'m> {
     /// the last prompt token with its logits requested. Returns how many prompt tokens were
     /// reused. Other sequences are left as they are.
     pub(crate) fn prefill_seq(&mut self, seq: i32, prompt: &[u32]) -> Result<usize> {
-        self.prefill_seq_with(seq, prompt, None)
+        self.prefill_seq_with(seq, prompt, None, None)
     }
 
-    /// [`prefill_seq`](Self::prefill_seq); with `hidden`, no prefix is reused and the hidden
-    /// state of every prompt token is appended to it as a unit vector (contrastive search).
+    /// [`prefill_seq`](Self::prefill_seq), also reusing the prefix a live sequence holds:
+    /// `donor` is `(its KV sequence, the prompt tokens it holds in order from the start)`,
+    /// taken when longer than sequence 0's. With `hidden`, no prefix is reused and the
+    /// hidden state of every prompt token is appended to it as a unit vector (contrastive
+    /// search).
     pub(crate) fn prefill_seq_with(
         &mut self,
         seq: i32,
         prompt: &[u32],
+        donor: Option<(i32, usize)>,
         mut hidden: Option<&mut Vec<f32>>,
     ) -> Result<usize> {
-        let mut keep = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let mut keep = common_prefix(&self.cached, prompt);
+        let donor = donor.filter(|&(d, n)| d != seq && n > keep);
+        if let Some((_, n)) = donor {
+            keep = n;
+        }
         if hidden.is_some() {
             keep = 0;
         }
         // The last prompt token is always evaluated again, for its logits.
         keep = keep.min(prompt.len() - 1);
-        if seq == 0 {
+        if let (Some((d, _)), true) = (donor, keep > 0) {
+            // The live sequence's cells are shared, as samples of one prompt share theirs.
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            if self.ctx.copy_kv_cache_seq(d, seq, None, Some(keep as u32)).is_err() {
+                keep = 0;
+            }
+            if seq == 0 {
+                self.cached = prompt[..keep].to_vec();
+            }
+        } else if seq == 0 {
             let trimmed = self.ctx.clear_kv_cache_seq(Some(0), Some(keep as u32), None).unwrap_or(false);
             if !trimmed {
                 let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
@@ -244,6 +261,11 @@ impl<'m> Session<'m> {
             draft.clear();
         }
     }
+}
+
+/// How many tokens `a` and `b` share from the start.
+pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The grammar must have been compiled for this model's vocabulary.

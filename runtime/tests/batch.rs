@@ -167,6 +167,37 @@ fn sequences_with_their_own_prompts_join_mid_flight() {
 }
 
 #[test]
+fn a_prompt_a_live_sequence_holds_is_shared_not_evaluated_again() {
+    let model = smollm2();
+    let filler = GenerateRequest::new(Prompt::Text("Once upon a time".into()))
+        .with_params(SamplingParams { max_tokens: 40, ..SamplingParams::greedy() });
+    let (schema, first) = person_request(model, SamplingParams { max_tokens: 60, ..SamplingParams::greedy() });
+    // The same prompt, sampled: it must decode as it does alone.
+    let second = GenerateRequest { params: sampled(11, 60), ..first.clone() };
+    let want = session(model, 1).generate(&second, |_| {}).unwrap();
+
+    let mut s = session(model, 3);
+    let mut batch = s.batch();
+    // Sequence 0 (the session's prompt cache) gets other text: the prefix comes from the
+    // live sequence that holds it.
+    batch.add(&filler).unwrap();
+    batch.add(&first).unwrap();
+    let mut done = Vec::new();
+    for _ in 0..3 {
+        done.extend(batch.step(|_, _| {}).unwrap());
+    }
+    let b = batch.add(&second).unwrap();
+    while !batch.is_idle() {
+        done.extend(batch.step(|_, _| {}).unwrap());
+    }
+    let got = done.into_iter().find(|(h, _)| *h == b).unwrap().1.unwrap();
+    assert_eq!(got.record.cached_prompt_tokens, got.record.prompt_tokens - 1, "all but the last prompt token shared");
+    assert_eq!(want.record.cached_prompt_tokens, 0);
+    assert_eq!(got.tokens, want.tokens);
+    assert!(validate(&schema, &serde_json::from_str(&got.text).unwrap(), &Registry::new()).is_ok());
+}
+
+#[test]
 fn more_sequences_than_the_session_holds_is_a_clear_error() {
     let model = smollm2();
     let (_, request) = person_request(model, sampled(1, 64));

@@ -11,7 +11,10 @@
 //! - **Acceptance.** The first `i` drafted tokens are all accepted with probability
 //!   `p·αⁱ⁻¹`: `p`, the first token's chance, depends on how the draft was found (the
 //!   length of the matched suffix, and whether it copies the prompt or the output); `α` is the chance that a drafted token is accepted after an accepted one.
-//!   Both are counted over the session's drafts ([`LookupStats`]), starting from a prior.
+//!   Both are counted over the session's drafts ([`LookupStats`]), starting from a prior,
+//!   and over the sequence's own: a sequence's counts weigh beside the session's rate as if
+//!   that were [`SESSION_WEIGHT`] trials, so that a request that copies less (or more) than
+//!   the ones before soon drafts accordingly.
 //!
 //! The draft keeps the prefix (ending before a drafted token) whose summed gains
 //! `Pᵢ·a/n − (1 − Pᵢ)·b·rᵢ` are largest (`rᵢ`: the rows of drafted token `i` and of the
@@ -48,6 +51,9 @@ impl Default for LookupStats {
     }
 }
 
+/// How many trials the session's rates count for beside a sequence's own counts.
+const SESSION_WEIGHT: f64 = 4.0;
+
 impl LookupStats {
     fn slot(origin: LookupOrigin) -> usize {
         (origin.matched.clamp(1, MAX_MATCHED) - 1) * 2 + usize::from(origin.in_prompt)
@@ -62,6 +68,20 @@ impl LookupStats {
     /// The chance that a drafted token is accepted after an accepted one.
     pub(crate) fn then(&self) -> f64 {
         self.then.0 / self.then.1
+    }
+
+    /// No counts and no prior: one sequence's own drafts.
+    pub(crate) fn empty() -> Self {
+        LookupStats { first: vec![(0.0, 0.0); 2 * MAX_MATCHED], then: (0.0, 0.0) }
+    }
+
+    /// The first token's chance and the continuation rate for a draft found as `origin` by
+    /// a sequence whose own drafts counted `own`: its counts beside the session's rates.
+    pub(crate) fn chances(&self, own: &LookupStats, origin: LookupOrigin) -> (f64, f64) {
+        let blend = |(accepted, tried): (f64, f64), session: f64| {
+            (accepted + SESSION_WEIGHT * session) / (tried + SESSION_WEIGHT)
+        };
+        (blend(own.first[Self::slot(origin)], self.first(origin)), blend(own.then, self.then()))
     }
 
     /// Counts a verified draft: `accepted` of its `sampled` drafted tokens (a prefix).
@@ -141,13 +161,14 @@ impl PassCost {
     }
 }
 
-/// The length of the prefix of `draft` to verify (see the module docs): `draft` was found
-/// as `origin`; `live` sequences share the pass; `cost` is `(a, b)`.
-pub(crate) fn cut(draft: &Draft, origin: LookupOrigin, stats: &LookupStats, cost: (f64, f64), live: usize) -> usize {
+/// The length of the prefix of `draft` to verify (see the module docs): its first token
+/// is accepted with chance `first`, each later one after an accepted one with chance
+/// `then`; `live` sequences share the pass; `cost` is `(a, b)`.
+pub(crate) fn cut(draft: &Draft, (first, then): (f64, f64), cost: (f64, f64), live: usize) -> usize {
     let (a, b) = cost;
     let share = a / live.max(1) as f64;
     let checkpoints = draft.checkpoints();
-    let (mut p, then) = (stats.first(origin), stats.then());
+    let mut p = first;
     let (mut gain, mut best, mut best_len) = (0.0, 0.0, 0);
     for pair in checkpoints.windows(2) {
         let rows = (pair[1] - pair[0]) as f64;
@@ -173,17 +194,13 @@ mod tests {
         d
     }
 
-    fn stats(first: f64, then: f64) -> LookupStats {
-        LookupStats { first: vec![(first * 1e6, 1e6); 2 * MAX_MATCHED], then: (then * 1e6, 1e6) }
-    }
-
     const ORIGIN: LookupOrigin = LookupOrigin { matched: 2, in_prompt: true };
 
     #[test]
     fn a_sure_draft_is_verified_whole_and_a_hopeless_one_not_at_all() {
         let d = draft(&[1, 1, 1, 1]);
-        assert_eq!(cut(&d, ORIGIN, &stats(1.0, 1.0), (0.010, 0.006), 1), 4);
-        assert_eq!(cut(&d, ORIGIN, &stats(0.0, 1.0), (0.010, 0.006), 1), 0);
+        assert_eq!(cut(&d, (1.0, 1.0), (0.010, 0.006), 1), 4);
+        assert_eq!(cut(&d, (0.0, 1.0), (0.010, 0.006), 1), 0);
     }
 
     #[test]
@@ -191,12 +208,12 @@ mod tests {
         // a = 10, b = 5 (ms): token i is worth drafting while P_i·10 > (1 − P_i)·5, i.e.
         // P_i > 1/3. P = 0.9, 0.9·0.6 = 0.54, 0.324: two tokens.
         let d = draft(&[1, 1, 1, 1]);
-        assert_eq!(cut(&d, ORIGIN, &stats(0.9, 0.6), (0.010, 0.005), 1), 2);
+        assert_eq!(cut(&d, (0.9, 0.6), (0.010, 0.005), 1), 2);
         // Shared by 4 sequences, a's share is 2.5: P_i > 2/3, one token only.
-        assert_eq!(cut(&d, ORIGIN, &stats(0.9, 0.6), (0.010, 0.005), 4), 1);
+        assert_eq!(cut(&d, (0.9, 0.6), (0.010, 0.005), 4), 1);
         // A long forced run after the second token makes it cost more: P 0.54 < 15/25.
         let long = draft(&[1, 3, 1]);
-        assert_eq!(cut(&long, ORIGIN, &stats(0.9, 0.6), (0.010, 0.005), 1), 1);
+        assert_eq!(cut(&long, (0.9, 0.6), (0.010, 0.005), 1), 1);
     }
 
     #[test]
@@ -204,7 +221,7 @@ mod tests {
         // Token 1 and its three forced tokens alone lose (0.6·10 − 0.4·5·4 = −2), but two
         // sure followers of one row each win 4 apiece: the whole draft.
         let d = draft(&[4, 1, 1]);
-        assert_eq!(cut(&d, ORIGIN, &stats(0.6, 1.0), (0.010, 0.005), 1), 6);
+        assert_eq!(cut(&d, (0.6, 1.0), (0.010, 0.005), 1), 6);
     }
 
     #[test]
@@ -223,6 +240,14 @@ mod tests {
         let before = s.then;
         s.record(ORIGIN, 3, 1);
         assert_eq!((s.then.0, s.then.1), (before.0, before.1 + 1.0));
+        // A sequence whose own drafts fail soon stops trusting the session's rate.
+        let mut own = LookupStats::empty();
+        assert_eq!(s.chances(&own, ORIGIN), (s.first(ORIGIN), s.then()));
+        for _ in 0..8 {
+            own.record(ORIGIN, 3, 0);
+        }
+        let (first, _) = s.chances(&own, ORIGIN);
+        assert!(first < 0.35, "{first}");
         // Matched lengths past the last slot share it.
         let long = LookupOrigin { matched: 30, in_prompt: true };
         assert_eq!(LookupStats::slot(long), LookupStats::slot(LookupOrigin { matched: MAX_MATCHED, in_prompt: true }));
