@@ -1246,8 +1246,79 @@ pub fn section(o: &mut String, r: &SchemaResults) {
             us(walls[3].p50),
             us(walls[3].p99)
         );
+        tail(o, v);
     }
     failures(o, r);
+}
+
+/// The slowest `n` of `(value, label)` pairs, slowest first.
+fn slowest<T: Clone>(mut v: Vec<(u64, T)>, n: usize) -> Vec<(u64, T)> {
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
+    v.truncate(n);
+    v
+}
+
+/// The tail of one vocabulary's run (issue 28): per engine, the slowest cold mask steps
+/// (over the instances both engines accept, so both engines time the same steps) and the
+/// slowest compiles (over each engine's own compiled schemas), with their schemas.
+fn tail(o: &mut String, v: &SchemaVocabResult) {
+    let engines = ["Stencil", "llguidance"];
+    let _ = writeln!(
+        o,
+        "The tail, per engine: cold (first-walk) mask steps over the instances both engines accept, compiles over \
+         the engine's own compiled schemas; p99.9 by nearest rank; *schemas over* counts the schemas with at \
+         least one such step or compile (thread CPU). `cargo run --release -p stencil-bench --example cold_steps -- \
+         SCHEMA INSTANCE` lists one instance's slow steps with the text before them:\n"
+    );
+    let _ = writeln!(
+        o,
+        "| engine | cold mask p99.9 / max µs | schemas with a cold mask over 1 ms / 5 ms | slowest cold masks, µs (schema, step) | compile p99.9 / max ms | schemas compiling over 20 ms / 50 ms | slowest compiles, ms (schema) |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---|---:|---:|---|");
+    let both: Vec<&CaseResult> = v.cases.iter().filter(|c| c.runs.iter().all(Run::accepted)).collect();
+    for (e, engine) in engines.iter().enumerate() {
+        let steps: Vec<(u64, (String, usize))> = both
+            .iter()
+            .flat_map(|c| {
+                let o = c.runs[e].done().expect("accepted implies done");
+                o.cold.iter().enumerate().map(move |(i, s)| (s[0], (format!("{}/{}", c.subset, c.file), i)))
+            })
+            .collect();
+        let worst_step =
+            |c: &&CaseResult| c.runs[e].done().and_then(|o| o.cold.iter().map(|s| s[0]).max()).unwrap_or(0);
+        let over_ms = |ms: u64| both.iter().filter(|c| worst_step(c) > ms * 1_000_000).count();
+        let compiles: Vec<(u64, String)> = v
+            .cases
+            .iter()
+            .filter_map(|c| c.runs[e].compiled().map(|o| (o.compile[0], format!("{}/{}", c.subset, c.file))))
+            .collect();
+        let compile_ns: Vec<u64> = compiles.iter().map(|c| c.0).collect();
+        let compiles_over = |ms: u64| compile_ns.iter().filter(|&&ns| ns > ms * 1_000_000).count();
+        let step_ns: Vec<u64> = steps.iter().map(|s| s.0).collect();
+        let worst_steps = slowest(steps, 3)
+            .into_iter()
+            .map(|(ns, (file, i))| format!("{} ({}, {i})", us(ns), md(&file)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let worst_compiles = slowest(compiles, 3)
+            .into_iter()
+            .map(|(ns, file)| format!("{} ({})", ms(ns), md(&file)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            o,
+            "| {engine} | {} / {} | {} / {} | {worst_steps} | {} / {} | {} / {} | {worst_compiles} |",
+            if step_ns.is_empty() { "–".into() } else { us(percentile_of(&step_ns, 99.9)) },
+            if step_ns.is_empty() { "–".into() } else { us(max(&step_ns)) },
+            over_ms(1),
+            over_ms(5),
+            ms_or_dash(&compile_ns, |v| percentile_of(v, 99.9)),
+            ms_or_dash(&compile_ns, max),
+            compiles_over(20),
+            compiles_over(50),
+        );
+    }
+    let _ = writeln!(o);
 }
 
 /// Why schemas failed, per engine: compile errors and warnings by kind (distinct schema
