@@ -895,7 +895,9 @@ impl Sequence {
             |drafted: usize| max_tokens.saturating_sub(base + drafted + 1).min(room_in_batch.saturating_sub(1));
         let (matcher, fast_forward) = (self.matcher.as_ref(), self.request.fast_forward);
         let mut draft = speculate::grammar_draft(&found.tokens, matcher, vocab, fast_forward, room, forced_room);
-        draft.truncate(speculate::cut(&draft, stats.chances(&self.lookup_own, found.origin), cost, live));
+        if params.cut {
+            draft.truncate(speculate::cut(&draft, stats.chances(&self.lookup_own, found.origin), cost, live));
+        }
         if !draft.is_empty() {
             draft.origin = Some(found.origin);
             self.pending.extend_from_slice(&draft.tokens);

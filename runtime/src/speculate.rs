@@ -93,11 +93,17 @@ pub struct PromptLookup {
     pub min_match: usize,
     /// The longest suffix tried (default 4).
     pub max_match: usize,
+    /// Verify only the part of a draft with the largest expected time saved (default
+    /// `true`; see `speculate/policy.rs`), from the session's acceptance counts and its
+    /// measured pass times. `false`: every draft is verified whole, so that what is
+    /// drafted does not depend on timings (tests; hardware where a pass's extra rows are
+    /// nearly free, such as a GPU).
+    pub cut: bool,
 }
 
 impl Default for PromptLookup {
     fn default() -> Self {
-        PromptLookup { max_draft: 8, min_match: 1, max_match: 4 }
+        PromptLookup { max_draft: 8, min_match: 1, max_match: 4, cut: true }
     }
 }
 
@@ -188,7 +194,7 @@ pub struct LookupOrigin {
 ///
 /// ```
 /// # use stencil_runtime::{lookup, LookupOrigin, PromptLookup};
-/// let p = PromptLookup { max_draft: 3, min_match: 2, max_match: 3 };
+/// let p = PromptLookup { max_draft: 3, min_match: 2, max_match: 3, cut: true };
 /// //           a  b  c  d  x  a  b
 /// let tokens = [1, 2, 3, 4, 9, 1, 2];
 /// let found = lookup(&tokens, 5, &p, 3).unwrap();
@@ -294,7 +300,7 @@ mod tests {
 
     #[test]
     fn lookup_takes_the_longest_suffix_and_its_latest_occurrence() {
-        let p = PromptLookup { max_draft: 4, min_match: 1, max_match: 3 };
+        let p = PromptLookup { max_draft: 4, min_match: 1, max_match: 3, cut: true };
         let tokens = |found: Option<Lookup>| found.map(|f| f.tokens).unwrap_or_default();
         // "7 8" occurs twice; the latest occurrence (at 4) is followed by 5.
         let found = lookup(&[7, 8, 1, 2, 7, 8, 5, 6, 7, 8], 2, &p, 4).unwrap();
