@@ -24,6 +24,11 @@ pub(crate) struct StateMasks {
     /// that the rule may end inside; `None` when there are none.
     /// (Boxed: most states have none, and an empty cache cell stays small.)
     pub uncertain: Option<Box<TokenTrie>>,
+    /// At a count's end where the rule ends (see `TextFacts::text_end`): `Some(n)` when
+    /// every plain token of more than `n` characters ends the rule after `n` of them, so
+    /// that the rest of it depends on the callers (and none of those is in `accepted` or
+    /// `uncertain`; see [`crate::Matcher`]).
+    pub plain_after: Option<u32>,
 }
 
 /// What the walk knows at each depth of the current trie path (entries past the current
@@ -80,18 +85,37 @@ pub(crate) fn compute(
         return Err(scratch.overflow_kind());
     }
     let follow = &a.rules.follow[a.table.state_rule[state as usize] as usize];
+    // The longest count with a mask of its own.
+    let short = text.plain_upto.len() - 1;
+    let reach = a.text.text_reach[state as usize] as usize;
+    let reach_along = if reach < short && (chart.last().len() > 1 || a.plain_text_successor(state).is_some()) {
+        reach_along_plain_text(a, state, short, scratch)
+    } else {
+        reach
+    };
     // (token, escape depth)
     let mut uncertain: Vec<(u32, u32)> = Vec::new();
     let all_roots = [true; 256];
     let mut walk_in = |trie: &TokenTrie, roots: &[bool; 256], accepted: &mut Vec<u32>| {
         walk(a, trie, roots, &mut chart, follow, accepted, &mut uncertain, None, scratch)
     };
-    let reach = a.text.text_reach[state as usize] as usize;
-    // The longest count with a mask of its own.
-    let short = text.plain_upto.len() - 1;
-    let accepted = if a.text.text_reach_exact[state as usize] && reach <= short {
+    let end = a.text.text_end[state as usize] as usize;
+    let plain_after = (1..=short).contains(&end).then_some(end as u32);
+    let accepted = if plain_after.is_some() {
+        // A count's end where its rule ends (a long count split into rules): the plain
+        // tokens of at most `end` characters are allowed, the longer ones go on in the
+        // callers after `end` characters (the matcher decides those); only the rest is
+        // walked.
+        let mut accepted = text.plain_upto[end].clone();
+        walk_in(&text.rest, &all_roots, &mut accepted)?;
+        accepted
+    } else if reach <= short
+        && (a.text.text_reach_exact[state as usize]
+            || a.text.text_reach_bounded[state as usize] && !crate::trie::has_plain_first_byte(follow))
+    {
         // A count's last characters: the plain tokens short enough are allowed, the
-        // others not; only the rest is walked.
+        // others not (where the rule may end on the way, no caller takes plain text after
+        // it); only the rest is walked.
         let mut accepted = text.plain_upto[reach].clone();
         walk_in(&text.rest, &all_roots, &mut accepted)?;
         accepted
@@ -124,9 +148,10 @@ pub(crate) fn compute(
         walk_in(&text.rest, &walk_all.map(|w| !w), &mut accepted)?;
         walk_in(&text.all, &walk_all, &mut accepted)?;
         accepted
-    } else if reach >= short {
-        // Plain text reaches far, not for ever (a long count's first characters, an
-        // unanchored pattern's search with a length bound): the short plain tokens are
+    } else if reach_along >= short {
+        // Plain text reaches far, not for ever, from the state or a rule it calls (a long
+        // count's first characters, or the next piece of a long count split into rules;
+        // an unanchored pattern's search with a length bound): the short plain tokens are
         // allowed, the long ones walked with the rest.
         let mut accepted = text.plain_upto[short].clone();
         walk_in(&text.rest, &all_roots, &mut accepted)?;
@@ -153,7 +178,33 @@ pub(crate) fn compute(
     // are accepted already, which is enough.
     let uncertain = (!uncertain.is_empty())
         .then(|| Box::new(TokenTrie::build(uncertain.iter().map(|&(t, j)| (&vocab.token_bytes(t)[j as usize..], t)))));
-    Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain })
+    Ok(StateMasks { accepted: TokenSet::from_mask(accepted), uncertain, plain_after })
+}
+
+/// How many plain-text characters in a row surely keep some item alive from `state`,
+/// looking no further than `limit`: the set is stepped on plain text while every plain
+/// character does the same to it (an item that takes one takes each to one state, the
+/// others take none; a count, or a count's pieces when a long one was split into rules),
+/// and at each step an item of the set may reach on (the next piece's start).
+fn reach_along_plain_text(a: &Automaton, state: u32, limit: usize, scratch: &mut Scratch) -> usize {
+    let farthest = |set: &[Item]| set.iter().map(|it| a.text.text_reach[it.state as usize] as usize).max().unwrap_or(0);
+    let (mut chart, _) = Chart::new(a, &[Item { state, origin: NO_ORIGIN }], scratch);
+    let mut reach = farthest(chart.last());
+    for k in 1..=limit {
+        let alike = |it: &Item| match a.next(it.state, b'a') {
+            DEAD => !a.takes_plain_text(it.state),
+            _ => a.plain_text_successor(it.state).is_some(),
+        };
+        if reach >= limit || !chart.last().iter().all(alike) {
+            break;
+        }
+        let info = chart.scan_byte(a, b'a', scratch);
+        if info.overflow || chart.last().is_empty() {
+            break;
+        }
+        reach = reach.max(k.saturating_add(farthest(chart.last())));
+    }
+    reach
 }
 
 /// `state`'s run over at least [`MIN_RUN_BYTES`] ASCII bytes, endless or with at least

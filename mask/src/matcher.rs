@@ -260,8 +260,12 @@ impl Matcher {
             if it.origin == NO_ORIGIN {
                 continue;
             }
-            if let Some(suffixes) = &g.state_masks(it.state, scratch)?.uncertain {
+            let masks = g.state_masks(it.state, scratch)?;
+            if let Some(suffixes) = &masks.uncertain {
                 self.check_suffixes(a, *it, suffixes, mask, scratch)?;
+            }
+            if let Some(n) = masks.plain_after {
+                self.check_plain_after(&g, *it, n, mask, scratch)?;
             }
         }
         for it in self.chart.last() {
@@ -294,6 +298,51 @@ impl Matcher {
         mask: &mut [u32],
         scratch: &mut Scratch,
     ) -> Result<(), MatchError> {
+        let Some(base) = self.push_callers(a, item, scratch)? else {
+            return Ok(());
+        };
+        let result = self.scan_suffixes(a, base, suffixes, mask, scratch);
+        self.chart.truncate(base);
+        result
+    }
+
+    /// Sets the plain tokens of more than `n` characters that `item`'s rule, ending after
+    /// `n` of them (see `StateMasks::plain_after`), lets its real callers take on. Where
+    /// some item after the rule's end surely takes any plain text as long as the longest
+    /// token's rest (the next piece of a split count), they all are; where none takes a
+    /// plain character (a string's closing quote), none is; otherwise each rest is
+    /// scanned.
+    fn check_plain_after(
+        &mut self,
+        g: &CompiledGrammar,
+        item: Item,
+        n: u32,
+        mask: &mut [u32],
+        scratch: &mut Scratch,
+    ) -> Result<(), MatchError> {
+        let a = &g.automaton;
+        let Some(base) = self.push_callers(a, item, scratch)? else {
+            return Ok(());
+        };
+        // Characters are at most bytes: the longest token's byte length bounds its rest.
+        let rest = g.text.plain_max_len.saturating_sub(n);
+        let after = self.chart.last();
+        let result = if after.iter().any(|it| a.text.text_reach[it.state as usize] >= rest) {
+            g.text.plain.iter().zip(mask.iter_mut()).for_each(|(p, m)| *m |= p);
+            Ok(())
+        } else if after.iter().all(|it| !a.takes_plain_text(it.state)) {
+            Ok(())
+        } else {
+            let rests = g.text.plain_after(n as usize, &g.vocab);
+            self.scan_suffixes(a, base, rests, mask, scratch)
+        };
+        self.chart.truncate(base);
+        result
+    }
+
+    /// Pushes the set of `item`'s callers after its rule ends; the chart's length before,
+    /// or `None` when it has no callers (the chart is then unchanged).
+    fn push_callers(&mut self, a: &Automaton, item: Item, scratch: &mut Scratch) -> Result<Option<usize>, MatchError> {
         let rule = a.table.state_rule[item.state as usize];
         let callers: Vec<Item> = self
             .chart
@@ -307,14 +356,27 @@ impl Matcher {
             })
             .collect();
         if callers.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let base = self.chart.len();
         let info = self.chart.push_set(a, callers, scratch);
-        let mut result = Ok(());
         if info.overflow {
-            result = Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
+            self.chart.truncate(base);
+            return Err(MatchError::LimitExceeded { limit: scratch.overflow_kind() });
         }
+        Ok(Some(base))
+    }
+
+    /// Sets the tokens of `suffixes` that the chart's last set (pushed at `base`) takes.
+    fn scan_suffixes(
+        &mut self,
+        a: &Automaton,
+        base: usize,
+        suffixes: &TokenTrie,
+        mask: &mut [u32],
+        scratch: &mut Scratch,
+    ) -> Result<(), MatchError> {
+        let mut result = Ok(());
         let mut next_bytes: Vec<[u64; 4]> = vec![self.chart.next_bytes(a)];
         let mut i = 1;
         while result.is_ok() && i < suffixes.nodes.len() {
@@ -337,7 +399,7 @@ impl Matcher {
                 i += 1;
             }
         }
-        self.chart.truncate(base);
+        self.chart.truncate(base + 1);
         result
     }
 

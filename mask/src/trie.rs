@@ -189,6 +189,9 @@ pub(crate) struct TextTokens {
     with_counts: Vec<usize>,
     /// [`RunSplit::within`] masks made so far, by run bytes.
     within: std::sync::Mutex<rustc_hash::FxHashMap<u128, std::sync::Arc<Vec<u32>>>>,
+    /// By `n < PLAIN_UPTO`, made when first asked for: the plain tokens of more than `n`
+    /// characters, from their `n`-th character on (see [`TextTokens::plain_after`]).
+    plain_after: [std::sync::OnceLock<TokenTrie>; PLAIN_UPTO],
 }
 
 /// The text tokens as a run over a set of ASCII bytes sees them (see
@@ -217,6 +220,12 @@ const MAX_CUT_TOKENS: usize = 16_384;
 /// How many `TextTokens::plain_upto` masks there are: plain tokens longer than that are
 /// rare, and a count with more left is walked.
 const PLAIN_UPTO: usize = 24;
+
+/// Whether the byte set `set` has a byte that a plain-text character may start with.
+pub(crate) fn has_plain_first_byte(set: &[u64; 4]) -> bool {
+    use crate::automaton::UTF8_LEADS;
+    set[0] & PLAIN_ASCII as u64 != 0 || set[1] & (PLAIN_ASCII >> 64) as u64 != 0 || set[3] & UTF8_LEADS != 0
+}
 
 /// The ASCII bytes of plain text, as a set.
 pub(crate) const PLAIN_ASCII: u128 = {
@@ -287,7 +296,25 @@ impl TextTokens {
             with_counts: with_byte.iter().map(|m| crate::bitmask::count(m)).collect(),
             with_byte,
             within: Default::default(),
+            plain_after: std::array::from_fn(|_| std::sync::OnceLock::new()),
         }
+    }
+
+    /// The plain tokens of more than `n < PLAIN_UPTO` characters, each from its `n`-th
+    /// character on (what goes on in a caller after a count's end), as a trie. Made once
+    /// per vocabulary and `n`, on first use.
+    pub fn plain_after(&self, n: usize, vocab: &crate::vocab::Vocabulary) -> &TokenTrie {
+        self.plain_after[n].get_or_init(|| {
+            let longer =
+                crate::bitmask::allowed(&self.plain).filter(|&id| !crate::bitmask::get(&self.plain_upto[n], id));
+            TokenTrie::build(longer.map(|id| {
+                let bytes = vocab.token_bytes(id);
+                // The byte where character `n` starts (characters: bytes that do not continue one).
+                let at =
+                    bytes.iter().enumerate().filter(|(_, &b)| b & 0xC0 != 0x80).nth(n).map_or(bytes.len(), |(i, _)| i);
+                (&bytes[at..], id)
+            }))
+        })
     }
 
     /// The text tokens split by a run over the ASCII bytes `run` that lasts `len` of them

@@ -265,6 +265,50 @@ fn counted_string_ends_exactly() {
     }
 }
 
+/// Long counts split into rules (`Y{0,q-1} Z | Y{q} W`, `Y` a piece of the count): at
+/// a piece's end a token goes on in the next piece, or in the caller, or not at all; at
+/// a string's start and after a minimum the next piece is a rule the state calls.
+#[test]
+fn long_counts_split_into_rules_take_tokens_exactly() {
+    let mut words: Vec<Vec<u8>> =
+        ["<eos>", "\"", "a", "ab", "abc", "bc", "abx", "é", "aé", "a\"", "ab\"", "b\"x", "\\n", "a\\n"]
+            .iter()
+            .map(|w| w.as_bytes().to_vec())
+            .collect();
+    for len in [7, 23, 24, 25, 30] {
+        words.push(b"abc".iter().cycle().take(len).copied().collect());
+    }
+    let vocab = toy::from_tokens(words);
+    // Pieces of 174 characters (⌈√29938⌉), then 10 more after the 172nd: near its end
+    // the long tokens no longer fit.
+    let lengths = [
+        0, 1, 4, 5, 6, 150, 160, 165, 169, 170, 173, 174, 175, 176, 340, 343, 348, 352, 29920, 29925, 29927, 29930,
+        29937,
+    ];
+    let prefixes: Vec<String> = lengths.iter().map(|&n| format!("\"{}", "ab".repeat(n).get(..n).unwrap())).collect();
+    let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+    let plain = r#"[^"\\]"#;
+    let cases = [
+        (plain, "{0,29938}", ""),
+        (plain, "{5,29938}", ""),
+        (plain, "{0,29938}", r#" "x""#),
+        (r#"([^"\\] | "\\n")"#, "{0,30000}", ""),
+    ];
+    for (body, count, tail) in cases {
+        let src = format!(r#"root ::= "\"" {body}{count}{tail} "\"""#);
+        let g = stencil_grammar::parse_gbnf(&src).unwrap();
+        assert_masks_after(&g, &vocab, &prefixes, &src);
+    }
+    // Where plain characters do not all do the same, the count further on says nothing.
+    let src = "root ::= \"\\\"\" (x | \"b\") \"\\\"\"\nx ::= \"a\" [^\"\\\\]{0,29938}";
+    assert_masks_after(&stencil_grammar::parse_gbnf(src).unwrap(), &vocab, &["\""], src);
+    // A count that may end anywhere, in a rule of its own, then plain text in the caller.
+    let src = "root ::= \"\\\"\" z \"x\\\"\"\nz ::= [^\"\\\\]{0,2000}";
+    let prefixes: Vec<String> = [1995, 1998, 1999].iter().map(|&n| format!("\"{}", "a".repeat(n))).collect();
+    let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+    assert_masks_after(&stencil_grammar::parse_gbnf(src).unwrap(), &vocab, &prefixes, src);
+}
+
 /// A state whose first byte picks the way: plain tokens are allowed at once only after
 /// the first bytes (and characters) that lead into free text, as a key that is none of
 /// some names does after its first letter.

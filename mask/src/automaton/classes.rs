@@ -13,7 +13,7 @@ use super::determinize::RuleDfa;
 use super::nfa::{Edge, Nfa};
 
 /// The lead bytes of UTF-8 sequences, `0xC2..=0xF4`, in the last word of a byte set.
-pub(super) const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
+pub(crate) const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
 
 /// The UTF-8 byte sequences of every non-ASCII character: their byte ranges, each once,
 /// and each sequence as indexes of its ranges.

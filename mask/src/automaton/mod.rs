@@ -45,7 +45,7 @@ use nfa::Regexes;
 use split::Rules;
 use stencil_grammar::Grammar;
 
-pub(crate) use classes::ClassMap;
+pub(crate) use classes::{ClassMap, UTF8_LEADS};
 pub(crate) use rows::{Rows, StampSet};
 
 /// "No transition".
@@ -153,8 +153,15 @@ pub(crate) struct TextFacts {
     /// caller: plain ASCII only (`plain_reach`), non-ASCII characters too (`text_reach`).
     pub plain_reach: Vec<u32>,
     pub text_reach: Vec<u32>,
-    /// Whether no plain text longer than `text_reach` keeps the item alive either.
+    /// Whether no plain text longer than `text_reach` keeps the item alive either: with
+    /// the rule ending nowhere on the way (exact), or perhaps ending (bounded: the text
+    /// may go on in a caller).
     pub text_reach_exact: Vec<bool>,
+    pub text_reach_bounded: Vec<bool>,
+    /// Where `text_reach` is an end (`u32::MAX` elsewhere): every plain text of that many
+    /// characters takes the item to its rule's end, through states that neither end nor
+    /// call, and the rule takes no more plain text there.
+    pub text_end: Vec<u32>,
 }
 
 /// Where a state's transitions are: `trans[start..start + n]`, `n` the classes of

@@ -50,11 +50,31 @@ pub(super) fn facts(a: &mut Automaton) {
     let utf8_like_a: Vec<bool> =
         (0..a.n_states()).map(|s| succ[s] != DEAD && utf8_to[s].is_some_and(|t| t.as_slice() == [succ[s]])).collect();
     a.text.utf8_run = compute_runs(a, &succ, |s| utf8_like_a[s], |t| a.edges.calls[t].is_empty());
-    Reaches { plain: a.text.plain_reach, text: a.text.text_reach, text_exact: a.text.text_reach_exact } =
-        plain_reach(a, &utf8_to);
+    Reaches {
+        plain: a.text.plain_reach,
+        text: a.text.text_reach,
+        text_bounded: a.text.text_reach_bounded,
+        text_exact: a.text.text_reach_exact,
+        text_end: a.text.text_end,
+    } = plain_reach(a, &utf8_to);
 }
 
 impl Automaton {
+    /// Whether `state` takes some byte a plain-text character may start with (see
+    /// [`crate::trie::TextTokens`]).
+    pub(crate) fn takes_plain_text(&self, state: u32) -> bool {
+        crate::trie::has_plain_first_byte(&self.table.first_bytes[state as usize])
+    }
+
+    /// The one state every plain-text character takes `state` to, if there is one (a
+    /// count's next position).
+    pub(crate) fn plain_text_successor(&self, state: u32) -> Option<u32> {
+        use crate::trie::PLAIN_ASCII;
+        let to = self.next(state, b'a');
+        let ascii = self.text.run_bytes[state as usize] & PLAIN_ASCII == PLAIN_ASCII;
+        (to != DEAD && ascii && self.utf8_leads_to(state, to)).then_some(to)
+    }
+
     /// Whether every non-ASCII character takes `state` to `to`, each byte before the last
     /// into a state that predicts and completes nothing. Conservative: `false` also when
     /// the bytes of one range lead to many states.
@@ -244,7 +264,11 @@ fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: i
 /// Unlike runs, the characters may lead to different states: an unanchored pattern's
 /// search, or a `maxLength` string's count. It is the distance, over plain characters
 /// and backwards, to a state where some plain character may fail. A reach is *exact*
-/// when no plain text longer than it gets through either (a count's end).
+/// when no plain text longer than it gets through either (a count's end), *bounded* when
+/// that holds where the rule may end on the way (a count's end where every count may end
+/// the rule: plain text may go on in a caller). A reach is an
+/// *end* when every plain text as long as it ends the rule, which ends nowhere before and
+/// takes no more plain text (a count's end where a long count was split into rules).
 fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
     use crate::trie::PLAIN_ASCII;
     let n = a.n_states();
@@ -322,25 +346,44 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
         let moves = &a.table.first_bytes[s];
         moves[0] & plain_bytes[0] == 0 && moves[1] & plain_bytes[1] == 0 && moves[3] & UTF8_LEADS == 0
     };
-    let mut text_exact = vec![false; n];
+    // Bounded: the same, where the state and those one nearer may end (a count whose
+    // every character may end the rule). Exact: bounded, and neither calling nor ending,
+    // where other items could take the text on. Ends: a final state that takes no plain
+    // character (0), or a state that does not end whose plain characters all lead to ends
+    // one nearer.
+    let (mut text_bounded, mut text_exact, mut text_end) = (vec![false; n], vec![false; n], vec![u32::MAX; n]);
     for &s in &order {
         let (s, r) = (s as usize, text[s as usize]);
-        text_exact[s] = if !a.edges.calls[s].is_empty() || a.table.is_final[s] {
-            false
-        } else if r == 0 {
-            takes_none(s)
-        } else {
-            from[first[s] as usize..first[s + 1] as usize]
-                .iter()
-                .all(|&t| text_exact[t as usize] && text[t as usize] == r - 1)
-        };
+        if !a.edges.calls[s].is_empty() {
+            continue;
+        }
+        let ends = a.table.is_final[s];
+        if r == 0 {
+            text_bounded[s] = takes_none(s);
+            text_exact[s] = text_bounded[s] && !ends;
+            if text_bounded[s] && ends {
+                text_end[s] = 0;
+            }
+            continue;
+        }
+        // The states one plain character on, all one nearer to where plain text fails.
+        let on = &from[first[s] as usize..first[s + 1] as usize];
+        if on.iter().all(|&t| text[t as usize] == r - 1) {
+            let all = |facts: &[bool]| on.iter().all(|&t| facts[t as usize]);
+            (text_bounded[s], text_exact[s]) = (all(&text_bounded), !ends && all(&text_exact));
+            if !ends && on.iter().all(|&t| text_end[t as usize] == r - 1) {
+                text_end[s] = r;
+            }
+        }
     }
-    Reaches { plain, text, text_exact }
+    Reaches { plain, text, text_bounded, text_exact, text_end }
 }
 
 /// See [`plain_reach`].
 struct Reaches {
     plain: Vec<u32>,
     text: Vec<u32>,
+    text_bounded: Vec<bool>,
     text_exact: Vec<bool>,
+    text_end: Vec<u32>,
 }
