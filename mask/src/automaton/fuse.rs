@@ -10,9 +10,11 @@
 //! (both uses end where the caller ends, so they can share the callee's states), and the
 //! chain becomes one automaton as big as its links together.
 //!
-//! A fused rule has no automaton of its own, like an inlined one. Each is built into
-//! exactly one automaton: rules that several unfused rules reach through tail calls stay
-//! rules (else each would carry a copy).
+//! A fused rule has no automaton of its own, like an inlined one. A rule that several
+//! unfused rules reach through tail calls is built into each of them while the copies
+//! are small together ([`MAX_COPIED_SIZE`]: a key's language, written one rule per state,
+//! that several objects share, is then one automaton with each object's members, and its
+//! text facts see through it); past that it stays a rule.
 
 use super::plan::Calls;
 use super::rows::Rows;
@@ -47,39 +49,70 @@ pub(super) fn choose_fused(rules: &Rules, calls: &Calls, inline: &[bool], repres
     for r in 0..n {
         fused[r] &= called[r];
     }
-    // Owners: the unfused rule each fused one is built into. A rule two owners reach
-    // becomes an owner itself; that changes what the others reach, so again until none.
+    // Owners: the unfused rules each fused one is built into. A rule several owners reach
+    // is copied into each of them while the copies stay small (a key's language, written
+    // one rule per state, that several objects share); past that it becomes an owner
+    // itself, which changes what the others reach, so again until none.
     const ROUNDS: usize = 8;
     for _ in 0..ROUNDS {
-        let mut owner = vec![u32::MAX; n];
+        let mut owners: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut seen = vec![u32::MAX; n];
         let mut stack = Vec::new();
-        let mut shared = Vec::new();
         for root in (0..n).filter(|&r| built(r) && !fused[r]) {
             stack.push(root as u32);
             while let Some(x) = stack.pop() {
                 for &t in &tail_calls[x as usize] {
-                    if !fused[t as usize] {
-                        continue;
-                    }
-                    match owner[t as usize] {
-                        u32::MAX => {
-                            owner[t as usize] = root as u32;
-                            stack.push(t);
-                        }
-                        o if o != root as u32 => shared.push(t),
-                        _ => {}
+                    if fused[t as usize] && seen[t as usize] != root as u32 {
+                        seen[t as usize] = root as u32;
+                        owners[t as usize].push(root as u32);
+                        stack.push(t);
                     }
                 }
             }
         }
+        // What each fused rule brings into an automaton: its body and the fused rules it
+        // reaches.
+        let group_size = |t: usize| {
+            let (mut size, mut in_group, mut stack) = (0, vec![false; n], vec![t as u32]);
+            in_group[t] = true;
+            while let Some(x) = stack.pop() {
+                size += expr_size(&rules[x as usize].body);
+                for &c in &tail_calls[x as usize] {
+                    if fused[c as usize] && !std::mem::replace(&mut in_group[c as usize], true) {
+                        stack.push(c);
+                    }
+                }
+            }
+            size
+        };
         // Fused rules no owner reaches (only fused rules call them, in a cycle) stay rules.
-        shared.extend((0..n as u32).filter(|&t| fused[t as usize] && owner[t as usize] == u32::MAX));
+        let shared: Vec<usize> = (0..n)
+            .filter(|&t| fused[t])
+            .filter(|&t| match owners[t].len() {
+                0 => true,
+                1 => false,
+                k => k * group_size(t) > MAX_COPIED_SIZE,
+            })
+            .collect();
         if shared.is_empty() {
             return fused;
         }
-        shared.iter().for_each(|&t| fused[t as usize] = false);
+        shared.iter().for_each(|&t| fused[t] = false);
     }
     vec![false; n]
+}
+
+/// Expression nodes that copies of a fused rule (and the fused rules it reaches) may add
+/// to the automata of its owners together.
+const MAX_COPIED_SIZE: usize = 512;
+
+/// Expression nodes in `body`.
+fn expr_size(body: &Expr) -> usize {
+    match body {
+        Expr::Seq(v) | Expr::Alt(v) => 1 + v.iter().map(expr_size).sum::<usize>(),
+        Expr::Repeat { expr, .. } => 1 + expr_size(expr),
+        _ => 1,
+    }
 }
 
 /// Whether a rule's body is small and plain enough to copy into its caller's automaton:
@@ -177,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn tail_calls_from_two_unfused_rules_keep_the_callee_a_rule() {
+    fn tail_calls_from_two_unfused_rules_copy_a_small_callee_into_both() {
         let d = decide(&format!(
             r#"
             root ::= "<" a ">" | "(" b ")"
@@ -187,8 +220,25 @@ mod tests {
             tail ::= {PAD} "y"
             "#
         ));
-        // `shared` would be built into both `a` and `b`; `tail` has one owner, `shared`.
-        assert_eq!(fused(&d), ["tail"]);
+        // `shared` and `tail` are built into both `a` and `b`.
+        assert_eq!(fused(&d), ["shared", "tail"]);
+    }
+
+    #[test]
+    fn tail_calls_from_two_unfused_rules_keep_a_big_callee_a_rule() {
+        // Seven links of 38 nodes each, reached from two owners: 532 nodes to copy.
+        let pad = "() ".repeat(36);
+        let links: String = (0..7)
+            .map(|i| {
+                let next = if i < 6 { format!("t{}", i + 1) } else { String::new() };
+                format!("t{i} ::= {pad} \"x\" {next}\n")
+            })
+            .collect();
+        let d = decide(&format!(
+            "root ::= \"<\" a \">\" | \"(\" b \")\"\na ::= {PAD} \"a\" t0\nb ::= {PAD} \"b\" t0\n{links}"
+        ));
+        // `t0` is an owner of its own; the others have one owner, `t0`.
+        assert_eq!(fused(&d), ["t1", "t2", "t3", "t4", "t5", "t6"]);
     }
 
     #[test]
@@ -238,7 +288,7 @@ mod tests {
         assert_eq!((rep("q0"), rep("q1"), rep("q2")), ("p0".into(), "p1".into(), "p2".into()));
         // `r1` differs (`2` vs `3`), so `r0` does too; their common tail `r2` is `p2`.
         assert_eq!((rep("r0"), rep("r1"), rep("r2")), ("r0".into(), "r1".into(), "p2".into()));
-        // `p2` is reached from `p1` and `r1`: two owners (`p0` and `r0`), so a rule.
-        assert_eq!(fused(&d), ["p1", "r1"]);
+        // `p2` is reached from `p1` and `r1`: two owners (`p0` and `r0`), each with a copy.
+        assert_eq!(fused(&d), ["p1", "p2", "r1"]);
     }
 }
