@@ -310,8 +310,8 @@ impl Matcher {
     /// `n` of them (see `StateMasks::plain_after`), lets its real callers take on. Where
     /// some item after the rule's end surely takes any plain text as long as the longest
     /// token's rest (the next piece of a split count), they all are; where none takes a
-    /// plain character (a string's closing quote), none is; otherwise each rest is
-    /// scanned.
+    /// plain character (a string's closing quote), none is; otherwise those an item
+    /// surely takes are set at once by length, and the rests of the others scanned.
     fn check_plain_after(
         &mut self,
         g: &CompiledGrammar,
@@ -324,16 +324,23 @@ impl Matcher {
         let Some(base) = self.push_callers(a, item, scratch)? else {
             return Ok(());
         };
-        // Characters are at most bytes: the longest token's byte length bounds its rest.
-        let rest = g.text.plain_max_len.saturating_sub(n);
+        // The farthest any item after the rule's end surely takes plain text on.
         let after = self.chart.last();
-        let result = if after.iter().any(|it| a.text.text_reach[it.state as usize] >= rest) {
+        let farthest = after.iter().map(|it| a.text.text_reach[it.state as usize] as usize).max().unwrap_or(0);
+        let (n, short) = (n as usize, g.text.plain_upto.len() - 1);
+        let result = if n.saturating_add(farthest) >= g.text.plain_max_chars as usize {
             g.text.plain.iter().zip(mask.iter_mut()).for_each(|(p, m)| *m |= p);
             Ok(())
         } else if after.iter().all(|it| !a.takes_plain_text(it.state)) {
             Ok(())
+        } else if n.saturating_add(farthest) >= short {
+            // The plain tokens of up to `short` characters all go on; the longer ones are
+            // scanned.
+            g.text.plain_upto[short].iter().zip(mask.iter_mut()).for_each(|(p, m)| *m |= p);
+            let rests = g.text.plain_after(n, true, &g.vocab);
+            self.scan_suffixes(a, base, rests, mask, scratch)
         } else {
-            let rests = g.text.plain_after(n as usize, &g.vocab);
+            let rests = g.text.plain_after(n, false, &g.vocab);
             self.scan_suffixes(a, base, rests, mask, scratch)
         };
         self.chart.truncate(base);

@@ -164,8 +164,9 @@ pub(crate) struct TextTokens {
     pub plain: Vec<u32>,
     /// The plain tokens by first byte.
     plain_by_first: Vec<Vec<u32>>,
-    /// The longest plain token's length.
+    /// The longest plain token's length, and its characters.
     pub plain_max_len: u32,
+    pub plain_max_chars: u32,
     /// By `n < PLAIN_UPTO`: the plain tokens of at most `n` characters (a character cut
     /// short counts), as a mask.
     pub plain_upto: Vec<Vec<u32>>,
@@ -192,6 +193,8 @@ pub(crate) struct TextTokens {
     /// By `n < PLAIN_UPTO`, made when first asked for: the plain tokens of more than `n`
     /// characters, from their `n`-th character on (see [`TextTokens::plain_after`]).
     plain_after: [std::sync::OnceLock<TokenTrie>; PLAIN_UPTO],
+    /// The same, of `long_plain`'s tokens only.
+    long_plain_after: [std::sync::OnceLock<TokenTrie>; PLAIN_UPTO],
 }
 
 /// The text tokens as a run over a set of ASCII bytes sees them (see
@@ -245,7 +248,7 @@ impl TextTokens {
     pub fn new(tokens: &[(&[u8], u32)], mask_width: usize) -> Self {
         let mut plain = crate::bitmask::new_mask(mask_width);
         let mut plain_by_first = vec![Vec::new(); 256];
-        let mut plain_max_len = 0;
+        let (mut plain_max_len, mut plain_max_chars) = (0, 0);
         let (mut rest, mut long_plain) = (Vec::new(), Vec::new());
         let (mut rest_cut, mut rest_cut_at) = (Vec::new(), rustc_hash::FxHashMap::default());
         let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
@@ -270,6 +273,7 @@ impl TextTokens {
                     plain_by_first[b as usize].push(id);
                 }
                 plain_max_len = plain_max_len.max(bytes.len() as u32);
+                plain_max_chars = plain_max_chars.max(chars as u32);
             } else {
                 rest.push((bytes, id));
                 let k = plain_prefix_len(bytes);
@@ -282,6 +286,7 @@ impl TextTokens {
             plain,
             plain_by_first,
             plain_max_len,
+            plain_max_chars,
             plain_upto,
             long_plain: TokenTrie::build(long_plain),
             rest: TokenTrie::build(rest),
@@ -297,16 +302,19 @@ impl TextTokens {
             with_byte,
             within: Default::default(),
             plain_after: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            long_plain_after: std::array::from_fn(|_| std::sync::OnceLock::new()),
         }
     }
 
     /// The plain tokens of more than `n < PLAIN_UPTO` characters, each from its `n`-th
-    /// character on (what goes on in a caller after a count's end), as a trie. Made once
-    /// per vocabulary and `n`, on first use.
-    pub fn plain_after(&self, n: usize, vocab: &crate::vocab::Vocabulary) -> &TokenTrie {
-        self.plain_after[n].get_or_init(|| {
+    /// character on (what goes on in a caller after a count's end), as a trie; only those
+    /// of more than `PLAIN_UPTO - 1` characters (`long_plain`'s) when `long`. Made once per
+    /// vocabulary and `n`, on first use.
+    pub fn plain_after(&self, n: usize, long: bool, vocab: &crate::vocab::Vocabulary) -> &TokenTrie {
+        let (cache, fewer) = if long { (&self.long_plain_after, PLAIN_UPTO - 1) } else { (&self.plain_after, n) };
+        cache[n].get_or_init(|| {
             let longer =
-                crate::bitmask::allowed(&self.plain).filter(|&id| !crate::bitmask::get(&self.plain_upto[n], id));
+                crate::bitmask::allowed(&self.plain).filter(|&id| !crate::bitmask::get(&self.plain_upto[fewer], id));
             TokenTrie::build(longer.map(|id| {
                 let bytes = vocab.token_bytes(id);
                 // The byte where character `n` starts (characters: bytes that do not continue one).

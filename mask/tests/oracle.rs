@@ -275,10 +275,19 @@ fn long_counts_split_into_rules_take_tokens_exactly() {
             .iter()
             .map(|w| w.as_bytes().to_vec())
             .collect();
-    for len in [7, 23, 24, 25, 30] {
+    for len in [7, 23, 24, 25, 30, 60, 80] {
         words.push(b"abc".iter().cycle().take(len).copied().collect());
     }
     let vocab = toy::from_tokens(words);
+    // A JSON string's characters, 14 states each, split into pieces of 45 (⌈√2000⌉):
+    // tokens longer than a piece go on through the next one, or are scanned.
+    let json_char = r#"([ -!#-\[\]-\U0010FFFF] | "\\" ("u00" ("0" [0-7be-f] | "1" [0-9a-f]) | ["\\bfnrt]))"#;
+    let src = format!(r#"root ::= "\"" {json_char}{{0,2000}} "\"""#);
+    let near_pieces = [0, 1, 30, 40, 43, 44, 45, 46, 85, 88, 89, 90, 1960, 1990, 1999];
+    let near_pieces: Vec<String> =
+        near_pieces.iter().map(|&n| format!("\"{}", "ab".repeat(n).get(..n).unwrap())).collect();
+    let near_pieces: Vec<&str> = near_pieces.iter().map(String::as_str).collect();
+    assert_masks_after(&stencil_grammar::parse_gbnf(&src).unwrap(), &vocab, &near_pieces, &src);
     // Pieces of 174 characters (⌈√29938⌉), then 10 more after the 172nd: near its end
     // the long tokens no longer fit.
     let lengths = [
