@@ -12,6 +12,20 @@
 //! assert_eq!(bitmask::count(&mask), 0);
 //! ```
 
+/// ORs the tokens of `other` into `mask` (words past the shorter one's width are left).
+///
+/// ```
+/// use stencil_mask::bitmask;
+/// let (mut mask, mut other) = (bitmask::new_mask(40), bitmask::new_mask(40));
+/// bitmask::set(&mut mask, 3);
+/// bitmask::set(&mut other, 35);
+/// bitmask::or_into(&mut mask, &other);
+/// assert_eq!(bitmask::allowed(&mask).collect::<Vec<_>>(), vec![3, 35]);
+/// ```
+pub fn or_into(mask: &mut [u32], other: &[u32]) {
+    mask.iter_mut().zip(other).for_each(|(a, b)| *a |= b);
+}
+
 /// A zeroed mask for `width` tokens.
 pub fn new_mask(width: usize) -> Vec<u32> {
     vec![0; words(width)]
@@ -118,7 +132,7 @@ impl TokenSet {
     pub fn or_into(&self, mask: &mut [u32]) {
         match self {
             TokenSet::List(ids) => ids.iter().for_each(|&t| set(mask, t)),
-            TokenSet::Mask(m) => mask.iter_mut().zip(m).for_each(|(a, b)| *a |= b),
+            TokenSet::Mask(m) => or_into(mask, m),
         }
     }
 }

@@ -329,14 +329,14 @@ impl Matcher {
         let farthest = after.iter().map(|it| a.text.text_reach[it.state as usize] as usize).max().unwrap_or(0);
         let (n, short) = (n as usize, g.text.plain_upto.len() - 1);
         let result = if n.saturating_add(farthest) >= g.text.plain_max_chars as usize {
-            g.text.plain.iter().zip(mask.iter_mut()).for_each(|(p, m)| *m |= p);
+            bitmask::or_into(mask, &g.text.plain);
             Ok(())
         } else if after.iter().all(|it| !a.takes_plain_text(it.state)) {
             Ok(())
         } else if n.saturating_add(farthest) >= short {
             // The plain tokens of up to `short` characters all go on; the longer ones are
             // scanned.
-            g.text.plain_upto[short].iter().zip(mask.iter_mut()).for_each(|(p, m)| *m |= p);
+            bitmask::or_into(mask, &g.text.plain_upto[short]);
             let rests = g.text.plain_after(n, true, &g.vocab);
             self.scan_suffixes(a, base, rests, mask, scratch)
         } else {

@@ -224,6 +224,12 @@ const MAX_CUT_TOKENS: usize = 16_384;
 /// rare, and a count with more left is walked.
 const PLAIN_UPTO: usize = 24;
 
+/// Where the characters of `bytes` start: the bytes that do not continue one (a character
+/// cut short at the end counts).
+fn char_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    bytes.iter().enumerate().filter(|(_, &b)| b & 0xC0 != 0x80).map(|(i, _)| i)
+}
+
 /// Whether the byte set `set` has a byte that a plain-text character may start with.
 pub(crate) fn has_plain_first_byte(set: &[u64; 4]) -> bool {
     use crate::automaton::UTF8_LEADS;
@@ -264,7 +270,7 @@ impl TextTokens {
             if is_plain_text(bytes) {
                 crate::bitmask::set(&mut plain, id);
                 // Characters: the bytes that do not continue one.
-                let chars = bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+                let chars = char_starts(bytes).count();
                 plain_upto.iter_mut().skip(chars).for_each(|m| crate::bitmask::set(m, id));
                 if chars >= PLAIN_UPTO {
                     long_plain.push((bytes, id));
@@ -317,9 +323,7 @@ impl TextTokens {
                 crate::bitmask::allowed(&self.plain).filter(|&id| !crate::bitmask::get(&self.plain_upto[fewer], id));
             TokenTrie::build(longer.map(|id| {
                 let bytes = vocab.token_bytes(id);
-                // The byte where character `n` starts (characters: bytes that do not continue one).
-                let at =
-                    bytes.iter().enumerate().filter(|(_, &b)| b & 0xC0 != 0x80).nth(n).map_or(bytes.len(), |(i, _)| i);
+                let at = char_starts(bytes).nth(n).unwrap_or(bytes.len());
                 (&bytes[at..], id)
             }))
         })

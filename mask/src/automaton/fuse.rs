@@ -17,7 +17,7 @@
 //! text facts see through it); past that it stays a rule.
 
 use super::plan::Calls;
-use super::rows::Rows;
+use super::rows::{Rows, StampSet};
 use super::split::Rules;
 use stencil_grammar::Expr;
 
@@ -72,13 +72,15 @@ pub(super) fn choose_fused(rules: &Rules, calls: &Calls, inline: &[bool], repres
         }
         // What each fused rule brings into an automaton: its body and the fused rules it
         // reaches.
-        let group_size = |t: usize| {
-            let (mut size, mut in_group, mut stack) = (0, vec![false; n], vec![t as u32]);
-            in_group[t] = true;
+        let mut in_group = StampSet::new(n);
+        let mut group_size = |t: usize| {
+            in_group.clear();
+            in_group.insert(t as u32);
+            let (mut size, mut stack) = (0, vec![t as u32]);
             while let Some(x) = stack.pop() {
                 size += expr_size(&rules[x as usize].body);
                 for &c in &tail_calls[x as usize] {
-                    if fused[c as usize] && !std::mem::replace(&mut in_group[c as usize], true) {
+                    if fused[c as usize] && in_group.insert(c) {
                         stack.push(c);
                     }
                 }

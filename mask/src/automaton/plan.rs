@@ -9,8 +9,9 @@
 //!
 //! Invariant: a rule gets an automaton of its own exactly when [`Plan::builds`] says so;
 //! every call of a rule that gets none is expanded (inlined), redirected (to its
-//! representative) or built into the automata of the rules that reach it by tail calls (fused). The root is never
-//! inlined, and a rule is its own representative before any other is.
+//! representative) or built into the automata of the rules that reach it by tail calls
+//! (fused). The root is never inlined, and a rule is its own representative before any
+//! other is.
 
 use super::fuse;
 use super::nfa::Regexes;

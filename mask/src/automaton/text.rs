@@ -342,10 +342,7 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
     // to exact states one nearer (forward edges now); neither calling nor ending, where
     // other items could take the text on.
     group_into_rows(n, || edges.iter().chain(&non_ascii_edges).map(|&(t, s)| (s, t)), &mut first, &mut from);
-    let takes_none = |s: usize| {
-        let moves = &a.table.first_bytes[s];
-        moves[0] & plain_bytes[0] == 0 && moves[1] & plain_bytes[1] == 0 && moves[3] & UTF8_LEADS == 0
-    };
+    let takes_none = |s: usize| !a.takes_plain_text(s as u32);
     // Bounded: the same, where the state and those one nearer may end (a count whose
     // every character may end the rule). Exact: bounded, and neither calling nor ending,
     // where other items could take the text on. Ends: a final state that takes no plain
