@@ -223,6 +223,27 @@ fn long_repetitions_compile_small_and_exact() {
     }
 }
 
+/// A wide Unicode class counted (Github_hard/o79409: a 600-range `pattern` class,
+/// `{1,200}`) is stamped from its minimal automaton: its Thompson expansion (about 700
+/// states a character) no longer counts against `max_nfa_states`, and the count stays exact.
+#[test]
+fn a_counted_wide_unicode_class_is_stamped() {
+    let ranges: String = (0..600).map(|i| format!("\\u{{{:x}}}", 0x800 + 61 * i)).collect();
+    let mut g = parse_gbnf("root ::= \"\\\"\" body \"\\\"\"\nbody ::= \"x\"\n").unwrap();
+    g.rules[1].body = stencil_grammar::Expr::Regex(format!("[a-z{ranges}]{{1,200}}").into());
+    let limits = Limits { max_nfa_states: 60_000, ..Limits::default() };
+    let c = timed("a counted wide class", Duration::from_secs(2), || {
+        CompiledGrammar::with_limits(&g, toy::printable(), limits)
+    })
+    .unwrap();
+    for n in [0, 1, 2, 199, 200, 201] {
+        let text = format!("\"{}\"", "q".repeat(n));
+        let mut m = Matcher::new(c.clone());
+        let ok = text.bytes().all(|b| m.accept_token(b as u32 - 0x20 + 2).is_ok()) && m.can_end();
+        assert_eq!(ok, (1..=200).contains(&n), "{n} characters");
+    }
+}
+
 #[test]
 fn a_wide_alternation_works() {
     let src = format!("root ::= {}", (0..100_000).map(|i| format!("\"w{i}\"")).collect::<Vec<_>>().join(" | "));

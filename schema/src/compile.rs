@@ -226,10 +226,22 @@ impl<'o> Ctx<'o> {
             None => sanitize(&ptr),
         };
         let base = if depth > 0 { format!("{base}-d{depth}") } else { base };
+        // Conjunctions with the same branches (one adds only what another implies) share
+        // one rule.
+        let branches = self.dnf(conj)?;
+        let key = crate::memo::branches_key(&branches);
+        if let Some(&r) = self.memo.branch_rules.get(depth).and_then(|m| m.get(&key)) {
+            self.remember(conj, depth, r);
+            return Ok(r.map(Expr::Rule));
+        }
         let id = self.out.add_rule(&base, Expr::Alt(vec![]));
         self.remember(conj, depth, Some(id));
+        if self.memo.branch_rules.len() <= depth {
+            self.memo.branch_rules.resize_with(depth + 1, HashMap::default);
+        }
+        self.memo.branch_rules[depth].insert(key.clone(), Some(id));
         self.budget.depth += 1;
-        let body = self.check_budget(&ptr).and_then(|()| self.value_body(conj, depth));
+        let body = self.check_budget(&ptr).and_then(|()| self.value_body(&branches, depth));
         self.budget.depth -= 1;
         let body = body?;
         match body {
@@ -244,6 +256,7 @@ impl<'o> Ctx<'o> {
             }
             None => {
                 self.remember(conj, depth, None);
+                self.memo.branch_rules[depth].insert(key, None);
                 Ok(None)
             }
         }
@@ -262,11 +275,10 @@ impl<'o> Ctx<'o> {
         }
     }
 
-    fn value_body(&mut self, conj: &Conj, depth: usize) -> Result<Option<Expr>, SchemaError> {
-        let branches = self.dnf(conj)?;
+    fn value_body(&mut self, branches: &[Conj], depth: usize) -> Result<Option<Expr>, SchemaError> {
         let mut nodes = Vec::new();
         for b in branches {
-            if let Some(node) = self.branch_node(&b)? {
+            if let Some(node) = self.branch_node(b)? {
                 nodes.push(node);
             }
         }

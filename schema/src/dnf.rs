@@ -15,13 +15,24 @@ use serde_json::Value;
 
 use crate::compile::{too_large, Ctx};
 use crate::locate::{ref_overrides_siblings, Sid};
-use crate::node::{json_eq, required_only, types_of, value_type, Node, Types};
+use crate::node::{asserting, json_eq, required_only, types_of, valid_types, value_type, Node, Types};
 use crate::{Draft, SchemaError, SchemaLimit};
+use std::hash::BuildHasher;
 
 /// A member of a conjunction: a schema, or (`true`) the negation of a simple one.
 pub(crate) type Member = (Sid, bool);
 /// Schemas that must all hold at one value position.
 pub(crate) type Conj = BTreeSet<Member>;
+
+/// What a member of a conjunction says about types (see [`Ctx::drop_implied`]).
+#[derive(Clone, Copy)]
+pub(crate) struct TypeFacts {
+    /// For a member that asserts nothing but through its applicators and `type`: `Some` of
+    /// its types (`None`: no `type`). `None` for any other member.
+    own: Option<Option<Types>>,
+    /// The types its own `type` narrows a value to, when it has one in effect.
+    narrows: Option<Types>,
+}
 
 /// The keywords [`Ctx::dnf`] expands (`then`/`else` come with `if`).
 pub(crate) const APPLICATORS: [&str; 7] = ["$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if"];
@@ -79,6 +90,8 @@ impl<'o> Ctx<'o> {
         Ok(())
     }
 
+    /// The branches of `conj`, each without the members the others imply
+    /// ([`Ctx::drop_implied`]), duplicates dropped.
     pub(crate) fn dnf(&mut self, conj: &Conj) -> Result<Vec<Conj>, SchemaError> {
         let mut branches: Vec<Conj> = vec![Conj::new()];
         for &m in conj {
@@ -87,7 +100,89 @@ impl<'o> Ctx<'o> {
                 break;
             }
         }
+        let mut pruned = false;
+        for b in &mut branches {
+            pruned |= self.drop_implied(b);
+        }
+        if pruned {
+            // Equal branches once pruned: keep the first (by hash, then compared).
+            let mut seen: HashMap<u64, Vec<usize>> = HashMap::default();
+            let mut keep = vec![true; branches.len()];
+            for i in 0..branches.len() {
+                let same = seen.entry(rustc_hash::FxBuildHasher.hash_one(&branches[i])).or_default();
+                if same.iter().any(|&j| branches[j] == branches[i]) {
+                    keep[i] = false;
+                } else {
+                    same.push(i);
+                }
+            }
+            let mut keep = keep.into_iter();
+            branches.retain(|_| keep.next().unwrap_or(true));
+        }
         Ok(branches)
+    }
+
+    /// Drops from branch `b` the members that assert nothing the rest does not: a member
+    /// whose applicators are expanded in `b` already, and whose only other assertion is a
+    /// `type` that another member narrows at least as much (`{"$ref": "#", "type":
+    /// "object"}` beside `#`), or none at all (a Draft 7 `$ref`'s siblings). Such members
+    /// made equal branches look different, and each got a copy of the same value rule: a
+    /// schema whose 102 properties are `{"$ref": "#", "type": "object"}` had 219 copies of
+    /// its object. Whether it dropped any.
+    fn drop_implied(&mut self, b: &mut Conj) -> bool {
+        if b.len() < 2 {
+            return false;
+        }
+        let facts: Vec<(Member, TypeFacts)> = b.iter().map(|&m| (m, self.type_facts(m))).collect();
+        if facts.iter().all(|(_, f)| f.own.is_none()) {
+            return false;
+        }
+        let mut kept = vec![true; facts.len()];
+        for (i, &(m, f)) in facts.iter().enumerate() {
+            let implied = match f.own {
+                None => false,
+                Some(None) => true,
+                Some(Some(t)) => facts
+                    .iter()
+                    .enumerate()
+                    .any(|(j, (_, g))| j != i && kept[j] && g.narrows.is_some_and(|u| u & !t == Types::NONE)),
+            };
+            if implied {
+                kept[i] = false;
+                b.remove(&m);
+            }
+        }
+        kept.contains(&false)
+    }
+
+    /// What member `m` says about types, computed once per compile.
+    fn type_facts(&mut self, m: Member) -> TypeFacts {
+        if let Some(&f) = self.memo.type_facts.get(&m) {
+            return f;
+        }
+        let (sid, negated) = m;
+        let f = match self.loc.schema(sid) {
+            Value::Object(map) if !negated => {
+                if ref_overrides_siblings(self.loc.draft(sid), map) {
+                    TypeFacts { own: Some(None), narrows: None }
+                } else {
+                    let t = map.get("type");
+                    let plain = |k: &str| {
+                        !matches!(k, "contentMediaType" | "contentEncoding")
+                            && (!asserting(k) || APPLICATORS.contains(&k) || matches!(k, "then" | "else"))
+                    };
+                    let own = match t {
+                        _ if !map.keys().all(|k| k == "type" || plain(k)) => None,
+                        None => Some(None),
+                        Some(t) => valid_types(t).map(Some),
+                    };
+                    TypeFacts { own, narrows: t.and_then(valid_types) }
+                }
+            }
+            _ => TypeFacts { own: None, narrows: None },
+        };
+        self.memo.type_facts.insert(m, f);
+        f
     }
 
     fn add_member(&mut self, branches: Vec<Conj>, m: Member) -> Result<Vec<Conj>, SchemaError> {

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 use stencil_grammar::{Expr, RuleId};
 
 use crate::compile::Ctx;
-use crate::dnf::Conj;
+use crate::dnf::{Conj, Member};
 use crate::ecma::full_match_hir;
 use crate::locate::Sid;
 use crate::{Draft, SchemaError};
@@ -23,6 +23,11 @@ pub(crate) struct Memo {
     /// Each conjunction's value rule (`None`: no value), per nesting depth (indented
     /// output writes a value differently at each depth; compact output has only depth 0).
     pub(crate) value_rules: Vec<HashMap<Conj, Option<RuleId>>>,
+    /// The same rules per nesting depth by the conjunction's branches ([`Ctx::dnf`]), which
+    /// conjunctions differing only in implied members share.
+    pub(crate) branch_rules: Vec<HashMap<Vec<Member>, Option<RuleId>>>,
+    /// What each member says about types, for [`Ctx::drop_implied`].
+    pub(crate) type_facts: HashMap<crate::dnf::Member, crate::dnf::TypeFacts>,
     validators: HashMap<Sid, Option<jsonschema::Validator>>,
     /// The documents, prepared once for `validators` (`None` until first needed; `Err` when
     /// the `jsonschema` crate cannot read them).
@@ -41,6 +46,17 @@ pub(crate) struct Memo {
     /// Escaped contents of strings of one pattern or format (is format, source, length
     /// bounds), built once per compile.
     pub(crate) string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
+}
+
+/// A conjunction's branches as one key for [`Memo::branch_rules`]: their members in
+/// order, each branch closed by a member no schema has.
+pub(crate) fn branches_key(branches: &[Conj]) -> Vec<Member> {
+    let mut key = Vec::with_capacity(branches.iter().map(|b| b.len() + 1).sum());
+    for b in branches {
+        key.extend(b.iter().copied());
+        key.push((Sid::MAX, true));
+    }
+    key
 }
 
 impl<'o> Ctx<'o> {

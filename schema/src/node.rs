@@ -90,6 +90,16 @@ impl std::ops::BitOrAssign for Types {
     }
 }
 
+/// The types a `type` keyword's value names; `None` when it is malformed (left to
+/// [`Ctx::branch_node`] to report).
+pub(crate) fn valid_types(t: &Value) -> Option<Types> {
+    match t {
+        Value::String(s) => type_bits(s),
+        Value::Array(a) => a.iter().try_fold(Types::NONE, |acc, x| Some(acc | type_bits(x.as_str()?)?)),
+        _ => None,
+    }
+}
+
 fn type_bits(name: &str) -> Option<Types> {
     Some(match name {
         "null" => Types::NULL,

@@ -466,7 +466,8 @@ impl<'a> NfaBuilder<'a> {
         }
         let copies = max.map_or(min as usize + 1, |m| m as usize);
         let one = self.min_states_node(node, depth + 1);
-        let mini = if copies >= 3 && (4..=MINI_MAX_BODY).contains(&one) { self.mini_dfa(node, depth)? } else { None };
+        let worth = (4..=MINI_MAX_BODY).contains(&one) || multibyte_class(node);
+        let mini = if copies >= 3 && worth { self.mini_dfa(node, depth)? } else { None };
         // Fail before building when the expansion is sure not to fit.
         let per_copy = match &mini {
             Some(d) => d.finals.len() + 2,
@@ -713,6 +714,21 @@ impl Regexes {
 }
 
 /// A lower bound on the states `build_hir` makes for `h` (saturating).
+/// Whether `node` is one character class with characters of several UTF-8 bytes: one
+/// state in [`min_states_hir`]'s count, but its UTF-8 automaton can be hundreds (a
+/// 600-range Unicode class: about 700 Thompson states, 170 minimal), so its copies are
+/// stamped too.
+fn multibyte_class(node: Node<'_, '_>) -> bool {
+    match node {
+        Node::Expr(Expr::Class(c)) => c.negated || c.ranges.iter().any(|&(_, hi)| hi > 0x7F),
+        Node::Hir(h) => match h.kind() {
+            HirKind::Class(regex_syntax::hir::Class::Unicode(c)) => c.ranges().iter().any(|r| r.end() > '\x7F'),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 fn min_states_hir(h: &Hir) -> usize {
     match h.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
