@@ -30,6 +30,9 @@
 #   scripts/bench.sh --parts server           # only serving (scripts/bench-server.sh, about 10 minutes,
 #                                             # plus 10 to build llama-server once): stencil serve vs
 #                                             # llama-server, 1/4/8 concurrent clients
+#   scripts/bench.sh --parts tail             # only the whole dev split's cold-mask and compile
+#                                             # tail, Stencil alone (bench/examples/mask_digest.rs,
+#                                             # about 3 minutes)
 #   scripts/bench.sh --help                   # the options
 #
 # The bench crate (bench/, package stencil-bench) is a workspace member outside
@@ -48,7 +51,7 @@ scripts/fetch-models.sh >/dev/null
 # scripts/bench-python.sh and scripts/bench-server.sh; their reports become the sections
 # *Through Python* and *Serving*, which the Rust bench keeps when it rewrites BENCHMARKS.md.
 # The other parts go to the Rust bench.
-args=() parts="" python=1 server=1 given_parts=0
+args=() parts="" python=1 server=1 tail=1 given_parts=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --parts) parts="$2" given_parts=1; shift 2 ;;
@@ -59,7 +62,8 @@ done
 if [ "$given_parts" = 1 ]; then
     case ",$parts," in *,python,*) python=1 ;; *) python=0 ;; esac
     case ",$parts," in *,server,*) server=1 ;; *) server=0 ;; esac
-    parts="$(echo ",$parts," | sed 's/,python,/,/g; s/,server,/,/g; s/^,//; s/,$//')"
+    case ",$parts," in *,tail,*) tail=1 ;; *) tail=0 ;; esac
+    parts="$(echo ",$parts," | sed 's/,python,/,/g; s/,server,/,/g; s/,tail,/,/g; s/^,//; s/,$//')"
     [ -n "$parts" ] && args+=(--parts "$parts")
 fi
 
@@ -88,7 +92,30 @@ if [ "$server" = 1 ]; then
     scripts/bench-server.sh
     splice server/bench/RESULTS.md "Serving: stencil serve vs llama-server" scripts/bench-server.sh
 fi
-# Only `python` and `server` in --parts: nothing left for the Rust bench.
+if [ "$tail" = 1 ]; then
+    corpus=../shared/corpus/jsonschemabench
+    {
+        echo "# The tail on the whole dev split"
+        echo
+        echo "Every schema of JSONSchemaBench's dev split (\`$corpus\`) with a valid test instance, Stencil"
+        echo "alone: a compact, lenient compile (schema compiler + engine), then the instance's tokens replayed"
+        echo "cold (a fresh grammar) and warm; thread CPU time, one thread, schemas one after the other in one"
+        echo "process, so what is built once per process or vocabulary (the formats' regexes, a trie of"
+        echo "plain-text tokens per piece length) is paid by the first schema that needs it. The digest hashes"
+        echo "every mask: engine changes that keep masks must keep it. Command:"
+        echo "\`cargo run --release -p stencil-bench --example mask_digest -- CORPUS VOCAB\`."
+        for vocab in gemma3 smollm2; do
+            echo
+            echo "### $vocab"
+            echo
+            echo '```text'
+            cargo run --release --quiet -p stencil-bench --example mask_digest -- "$corpus" "$vocab"
+            echo '```'
+        done
+    } >bench/TAIL.md
+    splice bench/TAIL.md "Whole dev split: the cold-mask and compile tail (Stencil)" "scripts/bench.sh --parts tail"
+fi
+# Only `python`, `server` and `tail` in --parts: nothing left for the Rust bench.
 if [ "$given_parts" = 1 ] && [ -z "$parts" ]; then
     exit 0
 fi

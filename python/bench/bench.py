@@ -7,7 +7,8 @@ One run, one process, the same vocabularies and the same instances for every eng
   tokens; Gemma 3 270M, 262,144 tokens), converted from their GGUF files; every engine's
   vocabulary is built from that same tokenizer object (Stencil `Vocab.from_huggingface`,
   XGrammar `TokenizerInfo.from_huggingface`, llguidance `llguidance.hf.from_tokenizer`),
-  all with Stencil's EOS ids;
+  all with Stencil's EOS ids; the extra engine `llguidance-bytes` (not run by default) is
+  llguidance on the token bytes alone, as the Rust bench sets it up, to compare the two;
 * schemas: the first `--sample` usable schemas of JSONSchemaBench (round-robin over its
   subsets, in name order; read from `--corpus`, never copied) plus the repository's
   `fixtures/schemas/`; a schema is usable when one of its valid test instances validates
@@ -301,7 +302,44 @@ class LLGuidanceEngine:
         return m.consume_token(t) and not m.is_error()
 
 
-ADAPTERS = {"stencil": StencilEngine, "xgrammar": XGrammarEngine, "llguidance": LLGuidanceEngine}
+class LLGuidanceBytesEngine(LLGuidanceEngine):
+    """llguidance set up as `stencil-bench` sets it up in Rust: its tokenizer is the
+    vocabulary's token bytes (Stencil's reading of it), special tokens marked as such, the
+    HF tokenizer used only to encode text. The same default slicer. Comparing it with
+    `llguidance` (built from the HF tokenizer) on the same steps tells whether the set-up
+    changes llguidance's mask times."""
+
+    name = "llguidance-bytes"
+
+    def __init__(self, tok, vocab_size: int, eos: list[int]):
+        import llguidance
+        import llguidance.numpy
+        import stencil
+
+        vocab = stencil.Vocab.from_huggingface(tok)
+
+        class Bytes:
+            eos_token_id = eos[0]
+            bos_token_id = None
+            tokens = [vocab.token_bytes(i) for i in range(vocab_size)]
+            special_token_ids = [i for i in range(vocab_size) if not vocab.is_text(i)]
+
+            def __call__(self, s):
+                return tok.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s, add_special_tokens=False)
+
+        self.llg = llguidance
+        self.tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(Bytes()), n_vocab=vocab_size, eos_token=eos)
+        self.mask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)
+        self.row = self.mask[0]
+        self.ptr, self.nbytes = self.row.ctypes.data, self.row.nbytes
+
+
+ADAPTERS = {
+    "stencil": StencilEngine,
+    "xgrammar": XGrammarEngine,
+    "llguidance": LLGuidanceEngine,
+    "llguidance-bytes": LLGuidanceBytesEngine,
+}
 
 
 def bit(row: np.ndarray, t: int) -> bool:
