@@ -154,7 +154,8 @@ impl TokenTrie {
 
 /// The vocabulary's text tokens, indexed for the mask walk: all of them in one trie, and
 /// split by whether they are *plain text*: printable ASCII but `"` and `\`, and non-ASCII
-/// UTF-8 from a character boundary (the last character may be cut short). Inside a JSON
+/// UTF-8 from a character boundary (the last character may be cut short) but the line
+/// separators U+2028 and U+2029 ([`plain_char`]). Inside a JSON
 /// string, or any state whose reach covers all of that, every plain token is allowed whole:
 /// the walk then sets them at once and visits only the rest (llguidance's "slicer").
 #[derive(Debug)]
@@ -422,8 +423,7 @@ fn plain_prefix_len(bytes: &[u8]) -> usize {
         Ok(s) => s,
         Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"),
     };
-    let not_plain = |c: char| c.is_ascii() && PLAIN_ASCII >> c as u32 & 1 == 0;
-    valid.char_indices().find(|&(_, c)| not_plain(c)).map_or(valid.len(), |(i, _)| i)
+    valid.char_indices().find(|&(_, c)| !plain_char(c)).map_or(valid.len(), |(i, _)| i)
 }
 
 /// See [`TextTokens`].
@@ -434,7 +434,20 @@ fn is_plain_text(bytes: &[u8]) -> bool {
         Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"),
         Err(_) => return false,
     };
-    valid.bytes().all(|b| b >= 0x80 || PLAIN_ASCII >> b & 1 == 1)
+    valid.chars().all(plain_char)
+}
+
+/// Whether `c` is a plain-text character: printable ASCII but `"` and `\`, or any
+/// non-ASCII character but the line separators U+2028 and U+2029. Those two are what
+/// ECMA-262's `.` leaves out beyond control characters, so a pattern's `.*` (`^.{1,255}$`
+/// as an object key, `^.+@.+$`) loops over all plain text like a JSON string's interior,
+/// and takes its fast paths; tokens with them (a handful) are walked.
+pub(crate) fn plain_char(c: char) -> bool {
+    match c {
+        '\0'..='\x7f' => PLAIN_ASCII >> c as u32 & 1 == 1,
+        '\u{2028}' | '\u{2029}' => false,
+        _ => true,
+    }
 }
 
 /// The children of node `m` (each child's subtree ends where the next child starts).
@@ -447,6 +460,7 @@ fn children(nodes: &[Node], m: usize) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Whether every path from node `n`'s edge down is well-formed UTF-8 or a prefix of it,
+/// without the two non-ASCII characters that are not plain text (see [`plain_char`]),
 /// given that the subtrees of `n`'s descendants already know (children come later in
 /// preorder, so they are filled first).
 fn utf8_from(nodes: &[Node], n: usize) -> bool {
@@ -463,6 +477,15 @@ fn utf8_from(nodes: &[Node], n: usize) -> bool {
         0xF4 => ((0x80, 0x8F), 3),
         _ => return false,
     };
+    // U+2028 and U+2029 (E2 80 A8, E2 80 A9) are not plain text (see `plain_char`).
+    if nodes[n].byte == 0xE2 {
+        let separator = children(n)
+            .filter(|&c| nodes[c].byte == 0x80)
+            .any(|c| children(c).any(|g| matches!(nodes[g].byte, 0xA8 | 0xA9)));
+        if separator {
+            return false;
+        }
+    }
     // Walk the character's remaining bytes; past them, the children must know.
     let mut level = vec![n];
     for i in 0..count {
@@ -519,6 +542,10 @@ mod tests {
         assert!(!bad.nodes[bad.find(&[0x80]).unwrap()].utf8);
         assert!(bad.nodes[bad.find(&[0x41]).unwrap()].utf8);
         assert_eq!(t.nodes[0].subtree_end as usize, t.nodes.len());
+        // A line separator is well-formed but not plain text: its subtree is walked.
+        let ls = TokenTrie::build([("a\u{2028}".as_bytes(), 0), ("b\u{2027}".as_bytes(), 1)]);
+        assert!(!ls.nodes[ls.find(b"a").unwrap()].utf8);
+        assert!(ls.nodes[ls.find(b"b").unwrap()].utf8);
     }
 
     #[test]
@@ -538,6 +565,11 @@ mod tests {
         let text = TextTokens::new(&tokens, 10);
         let plain: Vec<u32> = (0..9).filter(|&t| crate::bitmask::get(&text.plain, t)).collect();
         assert_eq!(plain, [0, 3, 4, 8]);
+        // ECMA-262's `.` excludes U+2028 and U+2029: not plain text, cut where they start.
+        assert!(plain_char('\u{2027}') && plain_char('é') && plain_char(' '));
+        assert!(!plain_char('\u{2028}') && !plain_char('\u{2029}') && !plain_char('"') && !plain_char('\n'));
+        assert!(!is_plain_text("ab\u{2029}".as_bytes()));
+        assert_eq!(plain_prefix_len("ab\u{2028}c".as_bytes()), 2);
         assert_eq!(text.plain_max_len, 3);
         let mut rest: Vec<u32> = text.rest.subtree_ids(0).to_vec();
         rest.sort();

@@ -110,3 +110,29 @@ fn loops_back_to_a_later_rules_start() {
     }
     assert!(m.must_end());
 }
+
+/// ECMA-262's `.` (a pattern's `.*`) takes every plain character but the line separators
+/// U+2028 and U+2029; a JSON string's interior takes those too. Plain text leaves them
+/// out, so both interiors take their fast path, and the separators' tokens are walked.
+#[test]
+fn line_separators_are_walked_outside_plain_text() {
+    let words = ["a", "é", "a\u{2028}", "\u{2029}", "\u{2029}b", "b\"", "\""];
+    let vocab = toy::words(&words);
+    for (class, separators) in [(r#"[^"\\\x00-\x1F\u2028\u2029]"#, false), (r#"[^"\\\x00-\x1F]"#, true)] {
+        let src = format!("root ::= \"\\\"\" {class}* \"\\\"\"");
+        let g = CompiledGrammar::new(&stencil_grammar::parse_gbnf(&src).unwrap(), vocab.clone()).unwrap();
+        let mut m = Matcher::new(g);
+        m.accept_token(id(&vocab, "\"")).unwrap();
+        for _ in 0..2 {
+            let mut want = vec!["a", "é", "b\"", "\""];
+            if separators {
+                want.extend(["a\u{2028}", "\u{2029}", "\u{2029}b"]);
+            }
+            want.sort();
+            let mut got = allowed(&mut m);
+            got.sort();
+            assert_eq!(got, want, "{class}");
+            m.accept_token(id(&vocab, "a")).unwrap();
+        }
+    }
+}

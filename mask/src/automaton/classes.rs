@@ -3,7 +3,7 @@
 //!
 //! Each rule gets its own classes ([`byte_classes`] of its NFA, then
 //! [`RuleDfa::merge_equal_classes`] once it is deterministic), and rules that split the
-//! bytes alike share one [`ClassMap`]. The UTF-8 sequences of every non-ASCII character
+//! bytes alike share one [`ClassMap`]. The UTF-8 sequences of every non-ASCII plain character
 //! ([`NON_ASCII_UTF8`]) are kept per class map as classes, for the text fast paths.
 //!
 //! Invariant: two bytes in one class move every state of the rule to the same state;
@@ -15,8 +15,9 @@ use super::nfa::{Edge, Nfa};
 /// The lead bytes of UTF-8 sequences, `0xC2..=0xF4`, in the last word of a byte set.
 pub(crate) const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
 
-/// The UTF-8 byte sequences of every non-ASCII character: their byte ranges, each once,
-/// and each sequence as indexes of its ranges.
+/// The UTF-8 byte sequences of every non-ASCII plain-text character (all but U+2028 and
+/// U+2029, see [`crate::trie::plain_char`]): their byte ranges, each once, and each
+/// sequence as indexes of its ranges.
 pub(super) struct NonAsciiUtf8 {
     pub(super) ranges: Vec<(u8, u8)>,
     pub(super) sequences: Vec<Vec<usize>>,
@@ -24,7 +25,10 @@ pub(super) struct NonAsciiUtf8 {
 
 pub(super) static NON_ASCII_UTF8: std::sync::LazyLock<NonAsciiUtf8> = std::sync::LazyLock::new(|| {
     let mut ranges: Vec<(u8, u8)> = Vec::new();
-    let sequences = regex_syntax::utf8::Utf8Sequences::new('\u{80}', char::MAX)
+    let plain = [('\u{80}', '\u{2027}'), ('\u{202A}', char::MAX)];
+    let sequences = plain
+        .into_iter()
+        .flat_map(|(lo, hi)| regex_syntax::utf8::Utf8Sequences::new(lo, hi))
         .map(|seq| {
             seq.as_slice()
                 .iter()
