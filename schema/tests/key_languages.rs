@@ -266,3 +266,21 @@ fn no_value_left_by_a_narrowing_is_not_an_empty_schema() {
     assert!(matches!(e, SchemaError::Narrowed { .. }), "{e}");
     assert!(e.to_string().contains("max_indent_depth"), "{e}");
 }
+
+/// Overlapping patterns (Github_hard/o82144: `.*`, `github`, `hipchat`) make keys of
+/// several kinds, each with its conjunction of values; a kind that no value satisfies
+/// has no keys at all.
+#[test]
+fn overlapping_patterns_are_exact() {
+    let schemas = [
+        json!({"patternProperties": {".*": {"type": ["integer", "array"]}, "a": {"type": "integer"}, "b": {"type": "array"}}}),
+        // Keys with both `a` and `b` have no value: there are none.
+        json!({"patternProperties": {"a": {"type": "integer"}, "b": {"type": "array"}}, "additionalProperties": false}),
+    ];
+    for schema in schemas {
+        assert!(exact(schema, &[]) > 0);
+    }
+    let declared =
+        json!({"properties": {"ab": {}}, "patternProperties": {"a": {"type": "integer"}, "C": {"type": "array"}}});
+    assert!(exact(declared, &["ab"]) > 0);
+}
