@@ -445,10 +445,12 @@ fn is_plain_text(bytes: &[u8]) -> bool {
 pub(crate) fn plain_char(c: char) -> bool {
     match c {
         '\0'..='\x7f' => PLAIN_ASCII >> c as u32 & 1 == 1,
-        '\u{2028}' | '\u{2029}' => false,
-        _ => true,
+        _ => !LINE_SEPARATORS.contains(&c),
     }
 }
+
+/// The non-ASCII characters that are not plain text (see [`plain_char`]), in order.
+pub(crate) const LINE_SEPARATORS: [char; 2] = ['\u{2028}', '\u{2029}'];
 
 /// The children of node `m` (each child's subtree ends where the next child starts).
 fn children(nodes: &[Node], m: usize) -> impl Iterator<Item = usize> + '_ {
@@ -477,14 +479,15 @@ fn utf8_from(nodes: &[Node], n: usize) -> bool {
         0xF4 => ((0x80, 0x8F), 3),
         _ => return false,
     };
-    // U+2028 and U+2029 (E2 80 A8, E2 80 A9) are not plain text (see `plain_char`).
-    if nodes[n].byte == 0xE2 {
-        let separator = children(n)
-            .filter(|&c| nodes[c].byte == 0x80)
-            .any(|c| children(c).any(|g| matches!(nodes[g].byte, 0xA8 | 0xA9)));
-        if separator {
-            return false;
-        }
+    // The line separators are well-formed but not plain text.
+    let separator = LINE_SEPARATORS.iter().any(|c| {
+        let mut buf = [0; 4];
+        let &[lead, second, third] = c.encode_utf8(&mut buf).as_bytes() else { unreachable!("3-byte characters") };
+        nodes[n].byte == lead
+            && children(n).filter(|&c| nodes[c].byte == second).any(|c| children(c).any(|g| nodes[g].byte == third))
+    });
+    if separator {
+        return false;
     }
     // Walk the character's remaining bytes; past them, the children must know.
     let mut level = vec![n];

@@ -272,14 +272,19 @@ class LLGuidanceEngine:
 
     def __init__(self, tok, vocab_size: int, eos: list[int]):
         import llguidance
-        import llguidance.hf
         import llguidance.numpy
 
         self.llg = llguidance
-        self.tok = llguidance.hf.from_tokenizer(tok, n_vocab=vocab_size, eos_token=eos)
+        self.tok = self.tokenizer(tok, vocab_size, eos)
         self.mask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)
         self.row = self.mask[0]
         self.ptr, self.nbytes = self.row.ctypes.data, self.row.nbytes
+
+    @staticmethod
+    def tokenizer(tok, vocab_size: int, eos: list[int]):
+        import llguidance.hf
+
+        return llguidance.hf.from_tokenizer(tok, n_vocab=vocab_size, eos_token=eos)
 
     def compile(self, schema):
         top = json.loads(self.llg.LLMatcher.grammar_from_json_schema(schema, overrides=self.options))
@@ -311,9 +316,9 @@ class LLGuidanceBytesEngine(LLGuidanceEngine):
 
     name = "llguidance-bytes"
 
-    def __init__(self, tok, vocab_size: int, eos: list[int]):
+    @staticmethod
+    def tokenizer(tok, vocab_size: int, eos: list[int]):
         import llguidance
-        import llguidance.numpy
         import stencil
 
         vocab = stencil.Vocab.from_huggingface(tok)
@@ -327,11 +332,7 @@ class LLGuidanceBytesEngine(LLGuidanceEngine):
             def __call__(self, s):
                 return tok.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s, add_special_tokens=False)
 
-        self.llg = llguidance
-        self.tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(Bytes()), n_vocab=vocab_size, eos_token=eos)
-        self.mask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)
-        self.row = self.mask[0]
-        self.ptr, self.nbytes = self.row.ctypes.data, self.row.nbytes
+        return llguidance.LLTokenizer(llguidance.TokenizerWrapper(Bytes()), n_vocab=vocab_size, eos_token=eos)
 
 
 ADAPTERS = {

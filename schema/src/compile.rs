@@ -10,15 +10,13 @@
 
 use std::time::Instant;
 
-use rustc_hash::FxHashMap as HashMap;
-
 use serde_json::Value;
 use stencil_grammar::{Expr, Grammar, RuleId};
 
 use crate::dnf::Conj;
 use crate::emit::{alt, sanitize, Emitter};
 use crate::locate::{Locations, Sid};
-use crate::memo::Memo;
+use crate::memo::{at_depth, branches_key, Memo};
 use crate::resolve::Resources;
 use crate::style::Style;
 use crate::{CompiledSchema, Mode, SchemaError, SchemaLimit, SchemaOptions, Unenforced};
@@ -229,17 +227,14 @@ impl<'o> Ctx<'o> {
         // Conjunctions with the same branches (one adds only what another implies) share
         // one rule.
         let branches = self.dnf(conj)?;
-        let key = crate::memo::branches_key(&branches);
+        let key = branches_key(&branches);
         if let Some(&r) = self.memo.branch_rules.get(depth).and_then(|m| m.get(&key)) {
             self.remember(conj, depth, r);
             return Ok(r.map(Expr::Rule));
         }
         let id = self.out.add_rule(&base, Expr::Alt(vec![]));
         self.remember(conj, depth, Some(id));
-        if self.memo.branch_rules.len() <= depth {
-            self.memo.branch_rules.resize_with(depth + 1, HashMap::default);
-        }
-        self.memo.branch_rules[depth].insert(key.clone(), Some(id));
+        at_depth(&mut self.memo.branch_rules, depth).insert(key.clone(), Some(id));
         self.budget.depth += 1;
         let body = self.check_budget(&ptr).and_then(|()| self.value_body(&branches, depth));
         self.budget.depth -= 1;
@@ -264,13 +259,11 @@ impl<'o> Ctx<'o> {
 
     /// Remembers `conj`'s value rule at `depth` (see `Memo::value_rules`).
     fn remember(&mut self, conj: &Conj, depth: usize, rule: Option<RuleId>) {
-        if self.memo.value_rules.len() <= depth {
-            self.memo.value_rules.resize_with(depth + 1, HashMap::default);
-        }
-        match self.memo.value_rules[depth].get_mut(conj) {
+        let table = at_depth(&mut self.memo.value_rules, depth);
+        match table.get_mut(conj) {
             Some(known) => *known = rule,
             None => {
-                self.memo.value_rules[depth].insert(conj.clone(), rule);
+                table.insert(conj.clone(), rule);
             }
         }
     }

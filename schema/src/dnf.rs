@@ -17,7 +17,6 @@ use crate::compile::{too_large, Ctx};
 use crate::locate::{ref_overrides_siblings, Sid};
 use crate::node::{asserting, json_eq, required_only, types_of, valid_types, value_type, Node, Types};
 use crate::{Draft, SchemaError, SchemaLimit};
-use std::hash::BuildHasher;
 
 /// A member of a conjunction: a schema, or (`true`) the negation of a simple one.
 pub(crate) type Member = (Sid, bool);
@@ -105,19 +104,13 @@ impl<'o> Ctx<'o> {
             pruned |= self.drop_implied(b);
         }
         if pruned {
-            // Equal branches once pruned: keep the first (by hash, then compared).
-            let mut seen: HashMap<u64, Vec<usize>> = HashMap::default();
-            let mut keep = vec![true; branches.len()];
-            for i in 0..branches.len() {
-                let same = seen.entry(rustc_hash::FxBuildHasher.hash_one(&branches[i])).or_default();
-                if same.iter().any(|&j| branches[j] == branches[i]) {
-                    keep[i] = false;
-                } else {
-                    same.push(i);
-                }
-            }
-            let mut keep = keep.into_iter();
-            branches.retain(|_| keep.next().unwrap_or(true));
+            // Branches equal once pruned: the first of each is kept.
+            let first: Vec<bool> = {
+                let mut seen = rustc_hash::FxHashSet::default();
+                branches.iter().map(|b| seen.insert(b)).collect()
+            };
+            let mut first = first.into_iter();
+            branches.retain(|_| first.next().unwrap_or(true));
         }
         Ok(branches)
     }

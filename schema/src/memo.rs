@@ -27,7 +27,7 @@ pub(crate) struct Memo {
     /// conjunctions differing only in implied members share.
     pub(crate) branch_rules: Vec<HashMap<Vec<Member>, Option<RuleId>>>,
     /// What each member says about types, for [`Ctx::drop_implied`].
-    pub(crate) type_facts: HashMap<crate::dnf::Member, crate::dnf::TypeFacts>,
+    pub(crate) type_facts: HashMap<Member, crate::dnf::TypeFacts>,
     validators: HashMap<Sid, Option<jsonschema::Validator>>,
     /// The documents, prepared once for `validators` (`None` until first needed; `Err` when
     /// the `jsonschema` crate cannot read them).
@@ -46,6 +46,14 @@ pub(crate) struct Memo {
     /// Escaped contents of strings of one pattern or format (is format, source, length
     /// bounds), built once per compile.
     pub(crate) string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
+}
+
+/// The table of nesting depth `depth` among per-depth `tables` (made when first needed).
+pub(crate) fn at_depth<K, V>(tables: &mut Vec<HashMap<K, V>>, depth: usize) -> &mut HashMap<K, V> {
+    if tables.len() <= depth {
+        tables.resize_with(depth + 1, HashMap::default);
+    }
+    &mut tables[depth]
 }
 
 /// A conjunction's branches as one key for [`Memo::branch_rules`]: their members in

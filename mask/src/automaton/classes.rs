@@ -25,10 +25,15 @@ pub(super) struct NonAsciiUtf8 {
 
 pub(super) static NON_ASCII_UTF8: std::sync::LazyLock<NonAsciiUtf8> = std::sync::LazyLock::new(|| {
     let mut ranges: Vec<(u8, u8)> = Vec::new();
-    let plain = [('\u{80}', '\u{2027}'), ('\u{202A}', char::MAX)];
+    // Every non-ASCII character but the line separators.
+    let mut plain =
+        regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new('\u{80}', char::MAX)]);
+    let separators = crate::trie::LINE_SEPARATORS.map(|c| regex_syntax::hir::ClassUnicodeRange::new(c, c));
+    plain.difference(&regex_syntax::hir::ClassUnicode::new(separators));
     let sequences = plain
-        .into_iter()
-        .flat_map(|(lo, hi)| regex_syntax::utf8::Utf8Sequences::new(lo, hi))
+        .ranges()
+        .iter()
+        .flat_map(|r| regex_syntax::utf8::Utf8Sequences::new(r.start(), r.end()))
         .map(|seq| {
             seq.as_slice()
                 .iter()

@@ -713,7 +713,6 @@ impl Regexes {
     }
 }
 
-/// A lower bound on the states `build_hir` makes for `h` (saturating).
 /// Whether `node` is one character class with characters of several UTF-8 bytes: one
 /// state in [`min_states_hir`]'s count, but its UTF-8 automaton can be hundreds (a
 /// 600-range Unicode class: about 700 Thompson states, 170 minimal), so its copies are
@@ -729,6 +728,7 @@ fn multibyte_class(node: Node<'_, '_>) -> bool {
     }
 }
 
+/// A lower bound on the states `build_hir` makes for `h` (saturating).
 fn min_states_hir(h: &Hir) -> usize {
     match h.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
