@@ -838,6 +838,8 @@ const WATERMARK_TITLE: &str = "## Watermark detection";
 const PYTHON_TITLE: &str = "## Through Python";
 /// Written by `scripts/bench.sh` from `scripts/bench-server.sh`'s report; always kept here.
 const SERVER_TITLE: &str = "## Serving";
+/// Written by `scripts/bench.sh` from `mask_digest`'s output (`--parts tail`); always kept here.
+const TAIL_TITLE: &str = "## Whole dev split";
 
 /// A section of a report, from its title (a prefix of its heading) to the next `## `
 /// heading or the end.
@@ -859,13 +861,21 @@ const MASKS_KEPT: &str =
 /// already passes its bullet on).
 fn previous_mask_sections(report: &str) -> Option<(String, &str)> {
     let start = report.find("\n## ")? + 1;
-    let end =
-        [DECODE_TITLE, SPECULATION_TITLE, TOOLS_TITLE, SCALING_TITLE, WATERMARK_TITLE, PYTHON_TITLE, SERVER_TITLE]
-            .iter()
-            .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
-            .filter(|&i| i >= start)
-            .min()
-            .unwrap_or(report.len());
+    let end = [
+        DECODE_TITLE,
+        SPECULATION_TITLE,
+        TOOLS_TITLE,
+        SCALING_TITLE,
+        WATERMARK_TITLE,
+        PYTHON_TITLE,
+        SERVER_TITLE,
+        TAIL_TITLE,
+    ]
+    .iter()
+    .filter_map(|t| report.find(&format!("\n{t}")).map(|i| i + 1))
+    .filter(|&i| i >= start)
+    .min()
+    .unwrap_or(report.len());
     if end <= start {
         return None;
     }
@@ -1393,6 +1403,7 @@ fn main() {
         (watermark_section, WATERMARK_TITLE),
         (None, PYTHON_TITLE),
         (None, SERVER_TITLE),
+        (None, TAIL_TITLE),
     ] {
         match section {
             Some(s) => md.push_str(&with_provenance(&s, title)),
@@ -1469,6 +1480,10 @@ mod tests {
             Some(format!("{PYTHON_TITLE}: p\n\nrows\n\n").as_str())
         );
         assert_eq!(previous_section(&with_server, SERVER_TITLE), Some(format!("{SERVER_TITLE}: v\n\nrows\n").as_str()));
+        // Nor is the tail part's (also written by scripts/bench.sh).
+        let with_tail = format!("{with_server}\n{TAIL_TITLE}: t\n\nrows\n");
+        assert_eq!(previous_mask_sections(&with_tail).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
+        assert_eq!(previous_section(&with_tail, TAIL_TITLE), Some(format!("{TAIL_TITLE}: t\n\nrows\n").as_str()));
         let only_server = format!("# B\n\n- Run: R\n\n## Summary\n\ns\n\n{SERVER_TITLE}: v\n");
         assert_eq!(previous_mask_sections(&only_server).map(|(_, s)| s), Some("## Summary\n\ns\n\n"));
         // Only the other parts' sections: nothing to keep.
