@@ -3,8 +3,10 @@
 //!
 //! - **Cost.** A forward pass of `r` rows takes about `a + b·r`: a fixed part (reading the
 //!   weights, building the graph, the threads' rendezvous) and a part per row. On a CPU
-//!   `b` is large (SmolLM2-135M on one thread: `a` ≈ 10 ms, `b` ≈ 6.5 ms), so a rejected
-//!   row is expensive. [`PassCost`] fits `a` and `b` to the session's own passes.
+//!   `b` is a sizeable part of `a` (llama.cpp's flash attention evaluates each row apart;
+//!   with ggml's portable AVX2 kernels SmolLM2-135M on one thread had `a` ≈ 10 ms,
+//!   `b` ≈ 6.5 ms), so a rejected row is expensive. [`PassCost`] fits `a` and `b` to the
+//!   session's own passes.
 //! - **Gain.** An accepted drafted token saves the pass that would have sampled it, `a`
 //!   (its rows are evaluated either way); a rejected one wastes its rows, `b` each. In a
 //!   batch of `n` sequences the fixed part is shared: a sequence's share is `a / n`.
