@@ -385,10 +385,9 @@ def test_tool_choice_auto_and_none(client):
 def test_streamed_tool_calls_reassemble(client):
     kwargs = dict(model="m", messages=WEATHER, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
                   temperature=0, max_tokens=80)
-    # Both compared requests find the prompt cached. A cold prompt's last token is evaluated
-    # in the prefill's batch, a cached prompt's alone, and llama.cpp's AMX kernels round a
-    # many-row product otherwise than a one-row one: a near-tie (a space or a newline after
-    # `{`) may then go either way.
+    # Both compared requests find the prompt cached. A cold prompt and a cached one are not
+    # computed alike (the prefill's batch, reused KV cells), and on the native build a
+    # near-tie after `{` (a space or a newline) went one way for each.
     client.chat.completions.create(**kwargs)
     whole = client.chat.completions.create(**kwargs).choices[0].message
     calls, pieces = {}, {}
