@@ -10,8 +10,9 @@ use std::process::Command;
 use serde_json::Value;
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, Session, SessionOptions};
+use stencil_runtime::{GenerateRequest, Model, ModelOptions, Session, SessionOptions};
 use stencil_test_support::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
+use stencil_test_support::models::extraction_prompt;
 
 /// Settings of the decode part.
 pub struct DecodeArgs {
@@ -58,11 +59,7 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
         let model = Model::load(model_path(file), &ModelOptions::default()).expect("model loads");
         let grammar = CompiledGrammar::new(&compiled.grammar, model.vocab().clone()).expect("grammar compiles");
         grammar.warm_up();
-        let prompt = if model.chat_template().is_some() {
-            Prompt::Chat(vec![ChatMessage::user(task.clone())])
-        } else {
-            Prompt::Text(format!("{task}\nJSON:"))
-        };
+        let prompt = extraction_prompt(&model, task.clone());
         let options = SessionOptions { n_ctx: 2048, n_threads: 1, ..Default::default() };
         let mut session = model.session(&options).expect("session");
         let free = SamplingParams { max_tokens: args.free_tokens, ignore_eos: true, ..SamplingParams::greedy() };

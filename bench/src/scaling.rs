@@ -12,10 +12,11 @@ use serde_json::Value;
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{
-    sample_seed, ChatMessage, Extractor, GenerateRequest, Generation, Model, ModelOptions, Normalizer, Prompt,
-    SelfConsistencyParams, Session, SessionOptions, StopReason,
+    sample_seed, Extractor, GenerateRequest, Generation, Model, ModelOptions, Normalizer, SelfConsistencyParams,
+    Session, SessionOptions, StopReason,
 };
 use stencil_test_support::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
+use stencil_test_support::models::extraction_prompt;
 
 /// Settings of the scaling part.
 pub struct ScalingArgs {
@@ -146,14 +147,6 @@ fn grammar(model: &Model, schema: &Value) -> Arc<CompiledGrammar> {
     g
 }
 
-fn chat_or_text(model: &Model, text: String, suffix: &str) -> Prompt {
-    if model.chat_template().is_some() {
-        Prompt::Chat(vec![ChatMessage::user(text)])
-    } else {
-        Prompt::Text(format!("{text}{suffix}"))
-    }
-}
-
 /// Runs the part; returns its Markdown section.
 pub fn run(repo: &Path, args: &ScalingArgs) -> String {
     let t0 = Instant::now();
@@ -165,7 +158,7 @@ pub fn run(repo: &Path, args: &ScalingArgs) -> String {
     for (label, file) in MODELS {
         eprintln!("scaling: {label}");
         let model = Model::load(model_path(file), &ModelOptions::default()).expect("model loads");
-        let prompt = chat_or_text(&model, task.clone(), "\nJSON:");
+        let prompt = extraction_prompt(&model, task.clone());
         let sampled = |max_tokens: u32| SamplingParams { max_tokens, ..args.sampling() };
         let free = GenerateRequest::new(prompt.clone())
             .with_params(SamplingParams { ignore_eos: true, ..sampled(args.free_tokens) });
@@ -297,11 +290,8 @@ fn accuracy(repo: &Path, model: &Model, args: &ScalingArgs) -> (Vec<Accuracy>, u
     for (qi, (question, answer)) in questions.iter().enumerate() {
         eprintln!("scaling: question {}/{}", qi + 1, questions.len());
         let expected = answer.to_string();
-        let prompt = chat_or_text(
-            model,
-            format!("{question} Answer in JSON with your reasoning and the integer answer."),
-            "\nJSON:",
-        );
+        let prompt =
+            extraction_prompt(model, format!("{question} Answer in JSON with your reasoning and the integer answer."));
         let request = GenerateRequest::new(prompt).with_grammar(g.clone(), "json-schema");
         let greedy_request =
             request.clone().with_params(SamplingParams { max_tokens: args.answer_tokens, ..SamplingParams::greedy() });

@@ -37,6 +37,7 @@ pub struct Options {
     /// Self-consistency or best-of-N over several samples.
     pub selection: Option<crate::scaling::Selection>,
     pub threads: Option<u32>,
+    pub flash_attention: stencil_runtime::FlashAttention,
     pub n_ctx: u32,
     pub log: Option<PathBuf>,
     pub no_fast_forward: bool,
@@ -132,16 +133,16 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
     let beams = opts.beams.unwrap_or(0);
     let samples = opts.selection.as_ref().map_or(1, crate::scaling::Selection::n);
-    let session_options = session_options(&request, opts.n_ctx, threads, beams, samples);
+    let session_options = SessionOptions {
+        flash_attention: opts.flash_attention,
+        ..session_options(&request, opts.n_ctx, threads, beams, samples)
+    };
     if beams > 0 && request.params.contrastive().is_some() {
         return Err(CliError::Usage(
             "contrastive search (--penalty-alpha) and --beams are two different searches".into(),
         ));
     }
-    let draft = match &opts.draft_model {
-        Some(path) => Some(load_model(path, opts.quiet)?),
-        None => None,
-    };
+    let draft = load_draft(opts)?;
     let mut session = model.session(&session_options).map_err(runtime)?;
     if let Some(draft) = &draft {
         session.attach_draft(draft).map_err(runtime)?;
@@ -259,6 +260,11 @@ pub(crate) fn sampling_params(opts: &Options) -> Result<SamplingParams, CliError
     opts.overrides.watermark.apply(&mut params)?;
     params.validate().map_err(|e| CliError::Usage(e.to_string()))?;
     Ok(params)
+}
+
+/// The `--draft-model`, loaded, if one was given.
+pub(crate) fn load_draft(opts: &Options) -> Result<Option<Model>, CliError> {
+    opts.draft_model.as_deref().map(|path| load_model(path, opts.quiet)).transpose()
 }
 
 /// Loads the model, with a progress bar on a terminal.

@@ -292,6 +292,11 @@ struct GenerateArgs {
     /// CPU threads for llama.cpp (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
+    /// llama.cpp's fused flash-attention kernel: auto (llama.cpp decides; on for the CPU),
+    /// on or off. With --speculate on a CPU, off verifies drafts much faster, but greedy
+    /// output may then differ from output without speculation where two tokens nearly tie.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    flash_attn: String,
     /// Tool calling: the tools the model may call, as OpenAI JSON (an array of
     /// {"type": "function", "function": {"name", "description", "parameters"}}). Prints each
     /// call as one JSON object per line, {"name": ..., "arguments": {...}}, or a plain-text
@@ -445,6 +450,7 @@ impl GenerateArgs {
             beams: self.beams.map(|b| b as usize),
             selection: self.selection()?,
             threads: self.threads,
+            flash_attention: self.flash_attn.parse().map_err(CliError::Usage)?,
             n_ctx: self.ctx_size,
             log: self.log.clone(),
             no_fast_forward: self.no_fast_forward,

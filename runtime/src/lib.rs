@@ -43,7 +43,7 @@ pub use beam::{Beam, BeamParams};
 pub use chat::{ChatMessage, ChatTemplate};
 pub use contrastive::{contrastive_pick, contrastive_score, max_cosine, ContrastiveStats};
 pub use error::{Result, RuntimeError};
-pub use model::{Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
+pub use model::{FlashAttention, Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
 pub use select::{
     canonical_json, canonical_number, self_consistency, Answer, AnswerRegex, BestOf, BestOfRun, Candidate, Cost,
     ExtractError, Extractor, Normalizer, Ranked, Scorer, SelfConsistency, SelfConsistencyParams, Tally, Verifiers,

@@ -51,12 +51,73 @@ pub struct SessionOptions {
     /// contrastive search needs. Default false: every evaluated token then also gets its
     /// logits, which costs a little on long prompts.
     pub embeddings: bool,
+    /// How llama.cpp computes attention, default [`FlashAttention::Auto`].
+    pub flash_attention: FlashAttention,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        SessionOptions { n_ctx: 4096, n_batch: 512, n_threads: cores, n_seq_max: 1, embeddings: false }
+        SessionOptions {
+            n_ctx: 4096,
+            n_batch: 512,
+            n_threads: cores,
+            n_seq_max: 1,
+            embeddings: false,
+            flash_attention: FlashAttention::Auto,
+        }
+    }
+}
+
+/// Whether llama.cpp computes attention with its fused flash-attention kernel (llama.cpp's
+/// `--flash-attn auto|on|off`).
+///
+/// The choice trades exactness of speculation for its speed on a CPU. ggml's CPU flash
+/// attention evaluates the query rows of a forward pass one by one (below 64 rows), so
+/// every row a speculative step verifies costs a whole attention pass; without it,
+/// attention is matrix products over all rows at once, and verifying drafts is much
+/// cheaper. But a row verified in a batch then no longer rounds exactly like a one-token
+/// step: greedy output with speculation may differ from output without it where two tokens
+/// nearly tie (BENCHMARKS.md measures both).
+///
+/// ```
+/// use stencil_runtime::{FlashAttention, SessionOptions};
+///
+/// let options = SessionOptions { flash_attention: FlashAttention::Off, ..Default::default() };
+/// assert_eq!("off".parse::<FlashAttention>(), Ok(options.flash_attention));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttention {
+    /// llama.cpp decides: on where the backend has the kernel (the CPU, most GPUs).
+    #[default]
+    Auto,
+    /// The fused kernel.
+    On,
+    /// Separate matrix products and softmax.
+    Off,
+}
+
+impl std::str::FromStr for FlashAttention {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(FlashAttention::Auto),
+            "on" => Ok(FlashAttention::On),
+            "off" => Ok(FlashAttention::Off),
+            other => Err(format!("flash attention is auto, on or off, not {other:?}")),
+        }
+    }
+}
+
+impl FlashAttention {
+    fn policy(self) -> llama_cpp_sys_2::llama_flash_attn_type {
+        match self {
+            FlashAttention::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+            FlashAttention::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            FlashAttention::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        }
     }
 }
 
@@ -225,7 +286,8 @@ impl Model {
             .with_n_seq_max(options.n_seq_max.max(1))
             .with_kv_unified(true)
             .with_n_threads(threads)
-            .with_n_threads_batch(threads);
+            .with_n_threads_batch(threads)
+            .with_flash_attention_policy(options.flash_attention.policy());
         if options.embeddings {
             params = params.with_embeddings(true).with_pooling_type(LlamaPoolingType::None);
         }

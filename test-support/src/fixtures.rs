@@ -37,6 +37,31 @@ pub fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A copy-heavy extraction of `fixtures/speculation/copy-extraction.jsonl`: a schema of
+/// `fixtures/schemas/` (its file stem) and the user's message, whose answer copies facts
+/// from a passage.
+#[derive(Clone, Debug)]
+pub struct CopyExtraction {
+    pub schema: String,
+    pub prompt: String,
+}
+
+/// The copy-heavy extractions, in file order; panics, naming the line, on a malformed one.
+pub fn copy_extractions() -> Vec<CopyExtraction> {
+    let rel = "speculation/copy-extraction.jsonl";
+    read(rel)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{rel}:{}: {e}", i + 1));
+            let field =
+                |k: &str| v[k].as_str().unwrap_or_else(|| panic!("{rel}:{}: no string {k:?}", i + 1)).to_string();
+            CopyExtraction { schema: field("schema"), prompt: field("prompt") }
+        })
+        .collect()
+}
+
 /// The files of `dir` (not its subfolders) whose names end in `suffix`, sorted; panics when
 /// there are none.
 pub fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {

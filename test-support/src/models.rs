@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use stencil_runtime::{Model, ModelOptions, Session, SessionOptions};
+use stencil_runtime::{ChatMessage, Model, ModelOptions, Prompt, Session, SessionOptions};
 
 use crate::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 
@@ -24,4 +24,15 @@ pub fn gemma3() -> &'static Model {
 /// A session of `n_ctx` tokens on one thread.
 pub fn session(model: &Model, n_ctx: u32) -> Session<'_> {
     model.session(&SessionOptions { n_ctx, n_threads: 1, ..Default::default() }).unwrap()
+}
+
+/// An extraction task's prompt for `model`: the user's message through its chat template,
+/// or, for a model without one (Gemma 3 270M's GGUF), the text followed by `JSON:`.
+pub fn extraction_prompt(model: &Model, task: impl Into<String>) -> Prompt {
+    let task = task.into();
+    if model.chat_template().is_some() {
+        Prompt::Chat(vec![ChatMessage::user(task)])
+    } else {
+        Prompt::Text(format!("{task}\nJSON:"))
+    }
 }

@@ -5,7 +5,8 @@
 //!   weights, building the graph, the threads' rendezvous) and a part per row. On a CPU
 //!   `b` is a sizeable part of `a` (llama.cpp's flash attention evaluates each row apart;
 //!   with ggml's portable AVX2 kernels SmolLM2-135M on one thread had `a` ≈ 10 ms,
-//!   `b` ≈ 6.5 ms), so a rejected row is expensive. [`PassCost`] fits `a` and `b` to the
+//!   `b` ≈ 6.5 ms), so a rejected row is expensive; less so without flash attention
+//!   ([`FlashAttention::Off`]), where more drafts pay. [`PassCost`] fits `a` and `b` to the
 //!   session's own passes.
 //! - **Gain.** An accepted drafted token saves the pass that would have sampled it, `a`
 //!   (its rows are evaluated either way); a rejected one wastes its rows, `b` each. In a
@@ -24,6 +25,8 @@
 //! the speed: verification is exact whatever is drafted.
 
 use super::{Draft, LookupOrigin};
+#[cfg(doc)]
+use crate::FlashAttention;
 
 /// Matched lengths counted apart (longer ones count as this one).
 const MAX_MATCHED: usize = 8;
