@@ -56,12 +56,28 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
 
     let mut messages: Vec<ChatMessage> = opts.system.iter().map(ChatMessage::system).collect();
     messages.push(ChatMessage::user(opts.prompt.clone()));
+    let draft = generate::load_draft(opts)?;
     let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
     let mut session = model
-        .session(&SessionOptions { n_ctx: opts.n_ctx, n_threads: threads, ..Default::default() })
+        .session(&SessionOptions {
+            n_ctx: opts.n_ctx,
+            n_threads: threads,
+            flash_attention: opts.flash_attention,
+            ..Default::default()
+        })
         .map_err(generate::runtime)?;
-    let options =
-        CallOptions { choice, parallel: max_calls > 1, max_parallel_calls: max_calls, strategy, params, retries: 0 };
+    if let Some(draft) = &draft {
+        session.attach_draft(draft).map_err(generate::runtime)?;
+    }
+    let options = CallOptions {
+        choice,
+        parallel: max_calls > 1,
+        max_parallel_calls: max_calls,
+        strategy,
+        params,
+        retries: 0,
+        speculation: opts.speculation.clone(),
+    };
     let start = Instant::now();
     let result = caller.call(&mut session, &messages, &options);
     let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -43,6 +43,27 @@ fn required_prints_one_valid_call_per_line() {
     );
 }
 
+/// `--speculate prompt-lookup` speculates in every generation of the reply (the log's
+/// records count the drafts), and the call is the call without it.
+#[test]
+fn prompt_lookup_speculates_in_tool_calls() {
+    let prompt = ["--prompt", "Convert 100 US dollars to euros.", "--tool-choice", "required"];
+    let plain = generate_tools(&prompt);
+    assert_eq!(code(&plain), 0, "{}", stderr(&plain));
+    let log = scratch("tools-speculation.jsonl", b"");
+    let mut args = prompt.to_vec();
+    args.extend_from_slice(&["--speculate", "prompt-lookup", "--log", log.to_str().unwrap()]);
+    let fast = generate_tools(&args);
+    assert_eq!(code(&fast), 0, "{}", stderr(&fast));
+    assert_eq!(lines(&fast), lines(&plain));
+    let records: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!records.is_empty());
+    for record in &records {
+        assert!(record["speculation"]["drafted"].is_u64(), "{record}");
+    }
+}
+
 #[test]
 fn named_tool_and_single_grammar() {
     let out = generate_tools(&[

@@ -46,7 +46,8 @@ use serde_json::Value;
 use stencil_mask::{CompileError, CompiledGrammar, Vocabulary};
 use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{
-    ChatMessage, GenerateRequest, Generation, GenerationRecord, Model, Prompt, RuntimeError, Session, StopReason,
+    ChatMessage, GenerateRequest, Generation, GenerationRecord, Model, Prompt, RuntimeError, Session, Speculation,
+    StopReason,
 };
 use thiserror::Error;
 
@@ -118,6 +119,9 @@ pub struct CallOptions {
     pub params: SamplingParams,
     /// How many times an invalid reply is retried with feedback (default 0).
     pub retries: usize,
+    /// Speculative decoding for every generation of the reply (default none). A draft
+    /// model must be attached to the session ([`Session::attach_draft`]).
+    pub speculation: Option<Speculation>,
 }
 
 impl Default for CallOptions {
@@ -129,6 +133,7 @@ impl Default for CallOptions {
             strategy: Strategy::MultiStage,
             params: SamplingParams::greedy(),
             retries: 0,
+            speculation: None,
         }
     }
 }
@@ -494,7 +499,11 @@ impl ToolCaller {
         } else {
             let params = if opening == Opening::Call { &call_params } else { &options.params };
             let g = self.opening_grammar(opening, allowed)?;
-            let out = generate(session, format!("{prompt}{text}"), g, "tool-name", params, records)?;
+            let out = generate(
+                session,
+                request(format!("{prompt}{text}"), params, options).with_grammar(g, "tool-name"),
+                records,
+            )?;
             let head = self.envelope.head(true);
             match out.text.strip_prefix(&head) {
                 Some(rest) if !cut(&out) => {
@@ -519,7 +528,11 @@ impl ToolCaller {
             // Stage 2: the arguments of `name`.
             text.push_str(CONNECTOR);
             let g = self.arguments_grammar(&name)?;
-            let out = generate(session, format!("{prompt}{text}"), g, "tool-arguments", &call_params, records)?;
+            let out = generate(
+                session,
+                request(format!("{prompt}{text}"), &call_params, options).with_grammar(g, "tool-arguments"),
+                records,
+            )?;
             if cut(&out) {
                 text.push_str(&out.text);
                 return Ok(truncated(text, &format!("in the arguments of {name:?}")));
@@ -541,7 +554,11 @@ impl ToolCaller {
             }
             // Stage 1 again: another call, or the end of the reply.
             let g = self.opening_grammar(Opening::NextCallOrEnd, allowed)?;
-            let out = generate(session, format!("{prompt}{text}"), g, "tool-name", &call_params, records)?;
+            let out = generate(
+                session,
+                request(format!("{prompt}{text}"), &call_params, options).with_grammar(g, "tool-name"),
+                records,
+            )?;
             if out.text.is_empty() && !cut(&out) {
                 break;
             }
@@ -576,7 +593,8 @@ impl ToolCaller {
         let g =
             self.compiled(key, || grammar::whole_reply(&self.tools, &self.envelope, allowed, opening, max_calls))?;
         let params = if opening == Opening::Text { options.params.clone() } else { without_stops(&options.params) };
-        let out = generate(session, prompt.to_string(), g, "tool-reply", &params, records)?;
+        let out =
+            generate(session, request(prompt.to_string(), &params, options).with_grammar(g, "tool-reply"), records)?;
         Ok(self.read_reply(out))
     }
 
@@ -587,9 +605,7 @@ impl ToolCaller {
         options: &CallOptions,
         records: &mut Vec<GenerationRecord>,
     ) -> Result<Attempt, ToolError> {
-        let request = GenerateRequest::new(Prompt::Text(prompt.to_string())).with_params(options.params.clone());
-        let out = session.generate(&request, |_| {})?;
-        records.push(out.record.clone());
+        let out = generate(session, request(prompt.to_string(), &options.params, options), records)?;
         Ok(self.read_reply(out))
     }
 
@@ -616,16 +632,20 @@ fn decoded_name(after_head: &str, allowed: &[&str]) -> Result<String, CallError>
     }
 }
 
-/// One constrained generation on the text prompt `prompt`.
+/// A generation of the reply on the text prompt `prompt`: `params` (the reply's, with or
+/// without its stop strings) and the reply's speculation.
+fn request(prompt: String, params: &SamplingParams, options: &CallOptions) -> GenerateRequest {
+    let mut request = GenerateRequest::new(Prompt::Text(prompt)).with_params(params.clone());
+    request.speculation = options.speculation.clone();
+    request
+}
+
+/// Runs `request`, keeping its record.
 fn generate(
     session: &mut Session<'_>,
-    prompt: String,
-    grammar: Arc<CompiledGrammar>,
-    label: &str,
-    params: &SamplingParams,
+    request: GenerateRequest,
     records: &mut Vec<GenerationRecord>,
 ) -> Result<Generation, ToolError> {
-    let request = GenerateRequest::new(Prompt::Text(prompt)).with_grammar(grammar, label).with_params(params.clone());
     let out = session.generate(&request, |_| {})?;
     records.push(out.record.clone());
     Ok(out)

@@ -116,6 +116,30 @@ fn single_grammar_calls_validate_too() {
     }
 }
 
+/// Speculation (prompt lookup) applies to every generation of a reply: greedy, the calls
+/// are the calls without it, and the arguments copied from the prompt are drafted.
+#[test]
+fn prompt_lookup_keeps_the_calls_and_drafts_their_arguments() {
+    let model = smollm2();
+    let caller = ToolCaller::new(model, fixture_tools());
+    let plain = options(ToolChoice::Required, Strategy::MultiStage);
+    let fast = CallOptions { speculation: Some(stencil_runtime::Speculation::prompt_lookup()), ..plain.clone() };
+    let (mut drafted, mut accepted) = (0, 0);
+    for (prompt, _) in fixture_prompts().iter().step_by(4) {
+        // Fresh sessions: a prompt evaluated from a cached prefix rounds otherwise than one
+        // evaluated whole, which alone can flip a near-tie.
+        let a = caller.call(&mut session(model), &user(prompt), &plain).unwrap_or_else(|e| panic!("{prompt}: {e}"));
+        let b = caller.call(&mut session(model), &user(prompt), &fast).unwrap_or_else(|e| panic!("{prompt}: {e}"));
+        assert_eq!(b.text, a.text, "{prompt}");
+        assert_eq!(b.calls, a.calls, "{prompt}");
+        assert!(a.records.iter().all(|r| r.speculation.is_none()));
+        for stats in b.records.iter().map(|r| r.speculation.expect("every generation speculates")) {
+            (drafted, accepted) = (drafted + stats.drafted, accepted + stats.accepted);
+        }
+    }
+    assert!(accepted > 0 && accepted <= drafted, "drafted {drafted}, accepted {accepted}");
+}
+
 #[test]
 fn tool_choice_modes_behave_as_documented() {
     let model = smollm2();
