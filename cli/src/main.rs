@@ -19,6 +19,7 @@ mod sample;
 mod scaling;
 mod serve;
 mod source;
+mod speculate;
 mod text;
 mod tools;
 mod validate;
@@ -255,7 +256,8 @@ struct GenerateArgs {
     #[arg(long)]
     stream: bool,
     /// Beam search with N beams instead of sampling; prints the best beam.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16),
+          conflicts_with_all = ["speculate", "draft_model"])]
     beams: Option<u64>,
     /// Self-consistency: decode N samples together (one batch per step) and print the one
     /// whose answer most samples agree on; needs --vote, --vote-regex or --vote-last-line,
@@ -292,11 +294,6 @@ struct GenerateArgs {
     /// CPU threads for llama.cpp (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
-    /// llama.cpp's fused flash-attention kernel: auto (llama.cpp decides; on for the CPU),
-    /// on or off. With --speculate on a CPU, off verifies drafts much faster, but greedy
-    /// output may then differ from output without speculation where two tokens nearly tie.
-    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
-    flash_attn: String,
     /// Tool calling: the tools the model may call, as OpenAI JSON (an array of
     /// {"type": "function", "function": {"name", "description", "parameters"}}). Prints each
     /// call as one JSON object per line, {"name": ..., "arguments": {...}}, or a plain-text
@@ -325,46 +322,14 @@ struct GenerateArgs {
     no_fast_forward: bool,
     #[command(flatten)]
     watermark: watermark::GenerateFlags,
-    /// Speculative decoding: prompt-lookup (drafts copied from earlier in the prompt and
-    /// the output, checked in the same forward pass; the output is the same, in fewer
-    /// passes when the text copies from the prompt).
-    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"], conflicts_with_all = ["beams", "draft_model"])]
-    speculate: Option<String>,
-    /// Speculative decoding with a draft model: a GGUF with the same vocabulary as
-    /// --model (a smaller sibling) drafts tokens under the grammar, the model verifies them
-    /// in one forward pass; the output has the model's distribution exactly (greedy: the
-    /// same output).
-    #[arg(long, value_name = "DRAFT.gguf", conflicts_with = "beams")]
-    draft_model: Option<PathBuf>,
-    /// With --speculate or --draft-model: draft tokens per step at most (default 8 for
-    /// prompt lookup, 4 for a draft model).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=64))]
-    draft_tokens: Option<u64>,
+    #[command(flatten)]
+    speculation: speculate::SpeculationFlags,
     /// No progress bar and no summary on stderr.
     #[arg(long, short = 'q')]
     quiet: bool,
 }
 
 impl GenerateArgs {
-    /// --speculate or --draft-model, with --draft-tokens.
-    fn speculation(&self) -> Result<Option<stencil_runtime::Speculation>, CliError> {
-        use stencil_runtime::{DraftModel, PromptLookup, Speculation};
-        let k = self.draft_tokens.map(|k| k as usize);
-        Ok(match (&self.speculate, &self.draft_model) {
-            (Some(_), _) => Some(Speculation::PromptLookup(PromptLookup {
-                max_draft: k.unwrap_or(PromptLookup::default().max_draft),
-                ..PromptLookup::default()
-            })),
-            (None, Some(_)) => {
-                Some(Speculation::DraftModel(DraftModel { max_draft: k.unwrap_or(DraftModel::default().max_draft) }))
-            }
-            (None, None) if k.is_some() => {
-                return Err(CliError::Usage("--draft-tokens needs --speculate prompt-lookup or --draft-model".into()))
-            }
-            (None, None) => None,
-        })
-    }
-
     /// --n with its vote, or --best-of with its scorer.
     fn selection(&self) -> Result<Option<scaling::Selection>, CliError> {
         if let Some(n) = self.samples {
@@ -450,12 +415,12 @@ impl GenerateArgs {
             beams: self.beams.map(|b| b as usize),
             selection: self.selection()?,
             threads: self.threads,
-            flash_attention: self.flash_attn.parse().map_err(CliError::Usage)?,
+            flash_attention: self.speculation.flash_attention()?,
             n_ctx: self.ctx_size,
             log: self.log.clone(),
             no_fast_forward: self.no_fast_forward,
-            speculation: self.speculation()?,
-            draft_model: self.draft_model.clone(),
+            speculation: self.speculation.speculation()?,
+            draft_model: self.speculation.draft_model.clone(),
             quiet: self.quiet,
         })
     }

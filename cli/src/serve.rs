@@ -10,6 +10,7 @@ use clap::{ArgGroup, Args};
 use stencil_server::{ServerConfig, ServerError};
 
 use crate::error::CliError;
+use crate::speculate::SpeculationFlags;
 
 /// The flags of `stencil serve`.
 #[derive(Args, Debug)]
@@ -48,6 +49,10 @@ pub struct ServeArgs {
     /// Seconds in-flight requests may run after SIGINT/SIGTERM before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     shutdown_timeout: f64,
+    /// Speculation for requests that do not choose (their `speculation` field can also
+    /// pick `prompt-lookup`, or `draft-model` when a draft model is loaded, or `none`).
+    #[command(flatten)]
+    speculation: SpeculationFlags,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -73,6 +78,9 @@ pub fn run(args: &ServeArgs) -> Result<ExitCode, CliError> {
         return Err(CliError::Usage("--shutdown-timeout must be a number of seconds >= 0".into()));
     }
     config.shutdown_timeout = Duration::from_secs_f64(args.shutdown_timeout);
+    config.speculation = args.speculation.speculation()?;
+    config.draft_model = args.speculation.draft_model.clone();
+    config.flash_attention = args.speculation.flash_attention()?;
     stencil_server::serve(config).map_err(server)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! The wire types: requests and responses of the OpenAI API, as far as the server speaks it,
 //! plus Stencil's extension fields (`grammar`, `regex`, `preset`, `repetition_penalty`,
-//! `top_k`, `min_p`).
+//! `top_k`, `min_p`, `speculation`).
 //!
 //! Requests refuse unknown fields (a misspelt `max_token` is a 400 naming it, not a silently
 //! ignored setting: [`unknown_field`], since the two structs read from one object,
@@ -132,6 +132,10 @@ pub struct SamplingFields {
     /// Extension: a regular expression the whole output must match.
     #[serde(default)]
     pub regex: Option<String>,
+    /// Extension: speculative decoding, `prompt-lookup`, `draft-model` (when the server
+    /// runs one) or `none`; default: the server's `--speculate` / `--draft-model`.
+    #[serde(default)]
+    pub speculation: Option<String>,
     /// Ignored (OpenAI's end-user id).
     #[serde(default)]
     pub user: Option<Value>,
@@ -272,6 +276,20 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// The sum.
     pub total_tokens: usize,
+    /// With speculative decoding: how its drafts fared (absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.completion_tokens_details`: speculative drafts, in the fields OpenAI reports for
+/// its predicted outputs. Drafts are checked in the same forward pass as the sampled
+/// token; the rejected ones are not part of `completion_tokens`.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct CompletionTokensDetails {
+    /// Draft tokens accepted: part of the completion.
+    pub accepted_prediction_tokens: usize,
+    /// Draft tokens rejected at verification.
+    pub rejected_prediction_tokens: usize,
 }
 
 /// A chat completion (`object: "chat.completion"`).
@@ -563,6 +581,7 @@ pub const SAMPLING_FIELDS: &[&str] = &[
     "preset",
     "grammar",
     "regex",
+    "speculation",
     "user",
     "store",
     "metadata",

@@ -66,6 +66,9 @@ pub enum Event {
 pub struct EngineSettings {
     /// The GGUF file.
     pub model_path: std::path::PathBuf,
+    /// The draft model's GGUF file, if any: loaded after the model and attached to the
+    /// session.
+    pub draft_path: Option<std::path::PathBuf>,
     /// The session: `n_seq_max` = --parallel, `n_ctx` = --ctx-size.
     pub session: SessionOptions,
 }
@@ -112,7 +115,21 @@ pub fn run(
             return;
         }
     };
-    let mut session = match loaded_model.session(&settings.session) {
+    let draft = match settings.draft_path.as_deref().map(|p| Model::load(p, &ModelOptions::default())).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = loaded.send(Err(e));
+            return;
+        }
+    };
+    let session = loaded_model.session(&settings.session).and_then(|mut s| {
+        if let Some(draft) = &draft {
+            s.attach_draft(draft)?;
+            tracing::info!(draft = %draft.info().name, "draft model attached");
+        }
+        Ok(s)
+    });
+    let mut session = match session {
         Ok(s) => s,
         Err(e) => {
             let _ = loaded.send(Err(e));
@@ -295,6 +312,10 @@ fn dispatch(
             }
             metrics.completion_tokens.fetch_add(r.generated_tokens as u64, Ordering::Relaxed);
             metrics.forced_tokens.fetch_add(r.forced_tokens as u64, Ordering::Relaxed);
+            if let Some(spec) = &r.speculation {
+                metrics.drafted_tokens.fetch_add(spec.drafted as u64, Ordering::Relaxed);
+                metrics.accepted_tokens.fetch_add(spec.accepted as u64, Ordering::Relaxed);
+            }
             metrics.mask_us.fetch_add((r.timings.mask_ms * 1e3) as u64, Ordering::Relaxed);
             metrics.mask_wait_us.fetch_add((r.timings.mask_wait_ms * 1e3) as u64, Ordering::Relaxed);
             if r.generated_tokens > 0 {

@@ -29,7 +29,7 @@
 //! | `POST /v1/completions` | text completion, JSON or events |
 //! | `GET /v1/models` | the one model served |
 //! | `GET /health` | 200 `{"status": "ok"}`, 503 while loading or shutting down |
-//! | `GET /metrics` | Prometheus text: requests by route and status, tokens, queue depth, time to first token, mask time |
+//! | `GET /metrics` | Prometheus text: requests by route and status, tokens, speculative drafts, queue depth, time to first token, mask time |
 //!
 //! Structured output: `response_format` `text`, `json_object`, `json_schema` (`strict: true`
 //! refuses a schema with a keyword the mask cannot enforce, naming keyword and JSON
@@ -45,6 +45,15 @@
 //! plain text under `auto`), then read back into `tool_calls` with `finish_reason:
 //! "tool_calls"`. A streamed reply with tools sends its calls (or its text) whole once
 //! decoded.
+//!
+//! Speculative decoding: the extension field `speculation` (`"prompt-lookup"`,
+//! `"draft-model"` when the server has a draft model, or `"none"`) overrides the server's
+//! default (`stencil serve --speculate prompt-lookup` or `--draft-model D.gguf`, with
+//! `--draft-tokens K`). Each sequence of the batch drafts and verifies on its own; the
+//! output is what it would be without speculation (greedy: the same tokens). `usage`
+//! then reports the drafts in `completion_tokens_details` (`accepted_prediction_tokens`,
+//! `rejected_prediction_tokens`, the fields of OpenAI's predicted outputs), and
+//! `/metrics` counts them.
 //!
 //! ## Concurrency and the context
 //!
@@ -76,7 +85,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use error::{ApiError, ErrorBody, ErrorObject, ErrorType, ServerError};
 pub use routes::router;
-use stencil_runtime::{Model, SessionOptions};
+use stencil_runtime::{FlashAttention, Model, SessionOptions, Speculation};
 
 use crate::constraint::GrammarCache;
 use crate::engine::Job;
@@ -108,6 +117,14 @@ pub struct ServerConfig {
     /// How long in-flight requests may run after SIGINT/SIGTERM before they are cancelled.
     /// Default 10 s.
     pub shutdown_timeout: Duration,
+    /// Speculative decoding for requests whose `speculation` field does not choose
+    /// (default none).
+    pub speculation: Option<Speculation>,
+    /// A GGUF with the model's vocabulary that drafts for [`Speculation::DraftModel`]
+    /// (loaded next to the model; default none).
+    pub draft_model: Option<PathBuf>,
+    /// llama.cpp's flash attention (default auto; see [`FlashAttention`]).
+    pub flash_attention: FlashAttention,
 }
 
 impl ServerConfig {
@@ -126,6 +143,9 @@ impl ServerConfig {
             max_body_bytes: 8 << 20,
             max_tokens_limit: 4096,
             shutdown_timeout: Duration::from_secs(10),
+            speculation: None,
+            draft_model: None,
+            flash_attention: FlashAttention::Auto,
         }
     }
 
@@ -159,6 +179,12 @@ impl ServerConfig {
         }
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             return Err(ServerError::Config("--api-key is empty".into()));
+        }
+        if matches!(self.speculation, Some(Speculation::DraftModel(_))) && self.draft_model.is_none() {
+            return Err(ServerError::Config("draft-model speculation needs --draft-model".into()));
+        }
+        if let Some(draft) = self.draft_model.as_deref().filter(|d| !d.is_file()) {
+            return Err(ServerError::Config(format!("--draft-model {}: no such file", draft.display())));
         }
         Ok(())
     }
@@ -237,10 +263,12 @@ async fn serve_async(config: ServerConfig) -> Result<(), ServerError> {
     let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel(config.queue_size);
     let settings = engine::EngineSettings {
         model_path: config.model.clone(),
+        draft_path: config.draft_model.clone(),
         session: SessionOptions {
             n_ctx: config.ctx_size,
             n_threads: config.threads,
             n_seq_max: config.parallel as u32,
+            flash_attention: config.flash_attention,
             ..SessionOptions::default()
         },
     };

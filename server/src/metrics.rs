@@ -70,6 +70,10 @@ pub struct Metrics {
     pub completion_tokens: AtomicU64,
     /// Generated tokens the grammar forced.
     pub forced_tokens: AtomicU64,
+    /// Speculative draft tokens checked by sampling.
+    pub drafted_tokens: AtomicU64,
+    /// Of those, accepted.
+    pub accepted_tokens: AtomicU64,
     /// Requests waiting for a sequence.
     pub queue_depth: AtomicUsize,
     /// Requests being decoded.
@@ -97,6 +101,8 @@ impl Default for Metrics {
             prompt_tokens: AtomicU64::new(0),
             completion_tokens: AtomicU64::new(0),
             forced_tokens: AtomicU64::new(0),
+            drafted_tokens: AtomicU64::new(0),
+            accepted_tokens: AtomicU64::new(0),
             queue_depth: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
             cancelled: AtomicU64::new(0),
@@ -159,6 +165,20 @@ impl Metrics {
             "Generated tokens the grammar forced.",
             "counter",
             load(&self.forced_tokens),
+        );
+        counter(
+            &mut out,
+            "stencil_draft_tokens_total",
+            "Speculative draft tokens checked by sampling.",
+            "counter",
+            load(&self.drafted_tokens),
+        );
+        counter(
+            &mut out,
+            "stencil_draft_tokens_accepted_total",
+            "Speculative draft tokens accepted.",
+            "counter",
+            load(&self.accepted_tokens),
         );
         counter(
             &mut out,

@@ -5,7 +5,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stencil_runtime::sampling::{Presets, SamplingError, SamplingParams};
-use stencil_runtime::{ChatMessage, Prompt};
+use stencil_runtime::{ChatMessage, Prompt, Speculation};
 use stencil_tools::{ToolCall, ToolChoice};
 
 use crate::api::{
@@ -52,6 +52,73 @@ pub struct Prepared {
     /// Tool calling: the tools and the conversation with its calls and results (the prompt
     /// is then rendered by `stencil-tools`, and [`Prepared::prompt`] is not used).
     pub tools: Option<ToolRequest>,
+    /// The `speculation` extension field.
+    pub speculation: SpeculationChoice,
+}
+
+/// What a request's `speculation` field asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SpeculationChoice {
+    /// Not given: the server's default ([`crate::ServerConfig::speculation`]).
+    #[default]
+    ServerDefault,
+    /// `none`.
+    Off,
+    /// `prompt-lookup`.
+    PromptLookup,
+    /// `draft-model`: needs a server with a draft model.
+    DraftModel,
+}
+
+impl SpeculationChoice {
+    /// The field's value, or a 400 naming it.
+    ///
+    /// ```
+    /// use stencil_server::request::SpeculationChoice;
+    /// assert_eq!(SpeculationChoice::parse(Some("none")).unwrap(), SpeculationChoice::Off);
+    /// assert!(SpeculationChoice::parse(Some("medusa")).is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A 400 for a value other than `prompt-lookup`, `draft-model` and `none`.
+    pub fn parse(field: Option<&str>) -> Result<Self, ApiError> {
+        Ok(match field {
+            None => SpeculationChoice::ServerDefault,
+            Some("none") => SpeculationChoice::Off,
+            Some("prompt-lookup") => SpeculationChoice::PromptLookup,
+            Some("draft-model") => SpeculationChoice::DraftModel,
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    format!("`speculation` must be \"prompt-lookup\", \"draft-model\" or \"none\", got {other:?}"),
+                    Some("speculation"),
+                ))
+            }
+        })
+    }
+
+    /// The speculation to run: the server's `default` (with its settings when it is of the
+    /// kind asked for), the method's defaults, or none.
+    ///
+    /// # Errors
+    ///
+    /// A 400 for `draft-model` on a server without a draft model (`has_draft` false).
+    pub fn resolve(self, default: Option<&Speculation>, has_draft: bool) -> Result<Option<Speculation>, ApiError> {
+        Ok(match (self, default) {
+            (SpeculationChoice::ServerDefault, d) => d.cloned(),
+            (SpeculationChoice::Off, _) => None,
+            (SpeculationChoice::PromptLookup, Some(d @ Speculation::PromptLookup(_))) => Some(d.clone()),
+            (SpeculationChoice::PromptLookup, _) => Some(Speculation::prompt_lookup()),
+            (SpeculationChoice::DraftModel, _) if !has_draft => {
+                return Err(unsupported(
+                    "this server has no draft model (start it with --draft-model DRAFT.gguf)",
+                    "speculation",
+                ))
+            }
+            (SpeculationChoice::DraftModel, Some(d @ Speculation::DraftModel(_))) => Some(d.clone()),
+            (SpeculationChoice::DraftModel, _) => Some(Speculation::draft_model()),
+        })
+    }
 }
 
 /// A chat request with tools, or with tool calls and results in its conversation.
@@ -435,6 +502,7 @@ fn prepare(
         return Err(ApiError::invalid("`stream_options` is only allowed with `stream: true`", Some("stream_options")));
     }
     let include_usage = s.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+    let speculation = SpeculationChoice::parse(s.speculation.as_deref())?;
 
     let mut params = match &s.preset {
         Some(name) => {
@@ -525,6 +593,7 @@ fn prepare(
         logprobs,
         top_logprobs: 0,
         tools: None,
+        speculation,
     })
 }
 
@@ -703,6 +772,32 @@ mod tests {
         );
         let p = chat(serde_json::json!({"messages": user("x"), "tools": []})).unwrap();
         assert!(p.tools.is_none());
+    }
+
+    #[test]
+    fn speculation_is_the_servers_unless_the_request_chooses() {
+        let lookup = Speculation::PromptLookup(stencil_runtime::PromptLookup { max_draft: 3, ..Default::default() });
+        let draft = Speculation::DraftModel(stencil_runtime::DraftModel { max_draft: 2 });
+        let choice = |field: Value| chat(serde_json::json!({"messages": user("x"), "speculation": field}));
+        let p = chat(serde_json::json!({"messages": user("x")})).unwrap();
+        assert_eq!(p.speculation, SpeculationChoice::ServerDefault);
+        assert_eq!(p.speculation.resolve(Some(&lookup), false).unwrap(), Some(lookup.clone()));
+        assert_eq!(p.speculation.resolve(None, true).unwrap(), None);
+        let off = choice("none".into()).unwrap().speculation;
+        assert_eq!(off.resolve(Some(&lookup), false).unwrap(), None);
+        let asked = choice("prompt-lookup".into()).unwrap().speculation;
+        assert_eq!(asked.resolve(Some(&lookup), false).unwrap(), Some(lookup.clone()), "the server's settings");
+        assert_eq!(asked.resolve(Some(&draft), true).unwrap(), Some(Speculation::prompt_lookup()));
+        let asked = choice("draft-model".into()).unwrap().speculation;
+        assert_eq!(asked.resolve(Some(&draft), true).unwrap(), Some(draft));
+        assert_eq!(asked.resolve(None, true).unwrap(), Some(Speculation::draft_model()));
+        let e = asked.resolve(Some(&lookup), false).unwrap_err();
+        assert_eq!((e.param.as_deref(), e.code.as_deref()), (Some("speculation"), Some("unsupported_parameter")));
+        assert!(e.message.contains("--draft-model"), "{}", e.message);
+        for bad in [serde_json::json!("ngram"), serde_json::json!(true)] {
+            let e = choice(bad).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some("speculation"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -25,9 +25,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::api::{
-    ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice, Delta,
-    FunctionCall, FunctionDelta, LegacyLogprobs, ModelCard, ModelList, ResponseMessage, TokenLogprob, ToolCallDelta,
-    ToolCallOut, Usage,
+    ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice,
+    CompletionTokensDetails, Delta, FunctionCall, FunctionDelta, LegacyLogprobs, ModelCard, ModelList, ResponseMessage,
+    TokenLogprob, ToolCallDelta, ToolCallOut, Usage,
 };
 use crate::constraint::{call_options, Constraint};
 use crate::engine::{runtime_error, Event, Job};
@@ -303,6 +303,8 @@ fn build_request(
     let mut request = GenerateRequest::new(prompt).with_params(params);
     request.preset = p.preset.clone();
     request.top_logprobs = p.top_logprobs;
+    request.speculation =
+        p.speculation.resolve(state.config.speculation.as_ref(), state.config.draft_model.is_some())?;
     if let Some(g) = constraint.as_ref().and_then(|c| c.grammar.clone()) {
         request = request.with_grammar(g, constraint.as_ref().map_or("none", |c| c.label));
     }
@@ -461,7 +463,17 @@ fn finished(g: &Generation, answer: &Answer, model: &stencil_runtime::Model) -> 
 fn usage_of(generations: &[Generation]) -> Usage {
     let prompt_tokens = generations.first().map_or(0, |g| g.record.prompt_tokens);
     let completion_tokens = generations.iter().map(|g| g.record.generated_tokens).sum();
-    Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+    let drafts: Vec<_> = generations.iter().filter_map(|g| g.record.speculation.as_ref()).collect();
+    let completion_tokens_details = (!drafts.is_empty()).then(|| {
+        let (drafted, accepted) = drafts.iter().fold((0, 0), |(d, a), s| (d + s.drafted, a + s.accepted));
+        CompletionTokensDetails { accepted_prediction_tokens: accepted, rejected_prediction_tokens: drafted - accepted }
+    });
+    Usage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
+        completion_tokens_details,
+    }
 }
 
 fn log_done(answer: &Answer, ttft: Option<f64>, usage: &Usage, reasons: &[&str]) {

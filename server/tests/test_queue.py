@@ -3,53 +3,20 @@ and the server serves again once it drains. Runs its own server: one sequence, a
 one, so that a burst of requests overflows it."""
 
 import concurrent.futures
-import os
-import socket
-import subprocess
 import threading
-import time
 
 import openai
 import pytest
 
-from helpers import http
+from helpers import own_server
 
 BURST = 6
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def small_server():
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [os.environ["STENCIL_BIN"], "serve", "--model", os.environ["STENCIL_SERVER_MODEL"], "--host", "127.0.0.1",
-         "--port", str(port), "--parallel", "1", "--queue-size", "1", "--threads", "1", "--ctx-size", "1024"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"the server exited: {proc.stderr.read()}"
-            try:
-                if http(url, "/health", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become healthy within 60 s"
-            time.sleep(0.2)
+    with own_server("--parallel", "1", "--queue-size", "1", "--ctx-size", "1024") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_a_full_queue_is_a_429_and_the_server_recovers(small_server):

@@ -306,6 +306,47 @@ def test_completions_endpoint(client):
     assert re.fullmatch("[0-9]+", r.choices[0].text)
 
 
+LANDMARK = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 40}, "city": {"type": "string", "maxLength": 30},
+                   "year": {"type": "integer"}, "designer": {"type": "string", "maxLength": 40}},
+    "required": ["name", "city", "year", "designer"],
+    "additionalProperties": False,
+}
+LANDMARK_PROMPT = ("The Eiffel Tower stands in Paris. It was completed in 1889 and designed by Gustave Eiffel's "
+                   "company. Give its name, city, year and designer as JSON.")
+
+
+def test_prompt_lookup_keeps_the_greedy_output(client, url):
+    args = dict(model="m", messages=user(LANDMARK_PROMPT), temperature=0, max_tokens=80,
+                response_format=schema_format(LANDMARK))
+    # Twice without: the second from the cached prompt, as the speculative ones.
+    client.chat.completions.create(**args)
+    plain = client.chat.completions.create(**args)
+    assert plain.usage.completion_tokens_details is None
+    drafted = metric(url, "stencil_draft_tokens_total")
+    accepted = metric(url, "stencil_draft_tokens_accepted_total")
+    fast = client.chat.completions.create(**args, extra_body={"speculation": "prompt-lookup"})
+    text = plain.choices[0].message.content
+    assert fast.choices[0].message.content == text
+    jsonschema.validate(json.loads(text), LANDMARK)
+    details = fast.usage.completion_tokens_details
+    assert details.accepted_prediction_tokens > 0, details
+    assert fast.usage.completion_tokens == plain.usage.completion_tokens
+    assert metric(url, "stencil_draft_tokens_accepted_total") == accepted + details.accepted_prediction_tokens
+    assert metric(url, "stencil_draft_tokens_total") == \
+        drafted + details.accepted_prediction_tokens + details.rejected_prediction_tokens
+    chunks = list(client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True},
+                                                 extra_body={"speculation": "prompt-lookup"}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens > 0
+    # This server has no draft model.
+    body = bad(client, extra_body={"speculation": "draft-model"})
+    assert body["param"] == "speculation" and "--draft-model" in body["message"], body
+    body = bad(client, extra_body={"speculation": "ngram"})
+    assert body["param"] == "speculation", body
+
+
 def test_a_repeated_schema_is_compiled_once(client, url):
     schema = {"type": "object", "properties": {"unique_field_for_cache": {"type": "boolean"}},
               "required": ["unique_field_for_cache"], "additionalProperties": False}
@@ -523,7 +564,8 @@ def test_metrics(url):
     for name in ["stencil_requests_total{route=\"/v1/chat/completions\",status=\"200\"}",
                  "stencil_requests_total{route=\"/v1/chat/completions\",status=\"400\"}",
                  "stencil_time_to_first_token_seconds_count", "stencil_queue_depth",
-                 "stencil_mask_seconds_per_token_count", "stencil_completion_tokens_total"]:
+                 "stencil_mask_seconds_per_token_count", "stencil_completion_tokens_total",
+                 "stencil_draft_tokens_total", "stencil_draft_tokens_accepted_total"]:
         assert name in text, name
     assert metric(url, "stencil_time_to_first_token_seconds_count") > 0
     assert metric(url, "stencil_queue_depth") == 0
