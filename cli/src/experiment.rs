@@ -330,7 +330,8 @@ impl<'m> Sessions<'m> {
         threads: u32,
         samples: usize,
     ) -> Result<&mut Session<'m>, CliError> {
-        let options = session_options(request, 4096, threads, 0, samples);
+        let base = SessionOptions { n_ctx: 4096, n_threads: threads, ..Default::default() };
+        let options = session_options(request, base, 0, samples);
         let slot = if options.embeddings { &mut self.hidden } else { &mut self.plain };
         if slot.as_ref().is_some_and(|s| s.options().n_seq_max < options.n_seq_max) {
             *slot = None;

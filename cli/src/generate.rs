@@ -13,7 +13,7 @@ use stencil_grammar::{Expr, Grammar};
 use stencil_mask::CompiledGrammar;
 use stencil_runtime::sampling::{Presets, SamplingParams};
 use stencil_runtime::{
-    BeamParams, ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, SessionOptions, StopReason,
+    BeamParams, ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, Session, SessionOptions, StopReason,
 };
 
 use crate::error::CliError;
@@ -130,23 +130,16 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
         request = request.with_grammar(g, label);
     }
 
-    let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
     let beams = opts.beams.unwrap_or(0);
     let samples = opts.selection.as_ref().map_or(1, crate::scaling::Selection::n);
-    let session_options = SessionOptions {
-        flash_attention: opts.flash_attention,
-        ..session_options(&request, opts.n_ctx, threads, beams, samples)
-    };
+    let session_options = session_options(&request, flag_session_options(opts), beams, samples);
     if beams > 0 && request.params.contrastive().is_some() {
         return Err(CliError::Usage(
             "contrastive search (--penalty-alpha) and --beams are two different searches".into(),
         ));
     }
     let draft = load_draft(opts)?;
-    let mut session = model.session(&session_options).map_err(runtime)?;
-    if let Some(draft) = &draft {
-        session.attach_draft(draft).map_err(runtime)?;
-    }
+    let mut session = open_session(&model, draft.as_ref(), &session_options)?;
 
     let schema = loaded.as_ref().and_then(|(_, l)| l.schema.as_ref());
     if beams > 0 {
@@ -227,12 +220,12 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     Ok(check_output(&generation.text, !generation.stop_reason.is_cut(), schema))
 }
 
-/// A session for `request`: sequences for `samples` (each with its contrastive candidates)
-/// or `beams` (two each), and hidden states when the request uses contrastive search.
+/// `base` made ready for `request`: sequences for `samples` (each with its contrastive
+/// candidates) or `beams` (two each), and hidden states when the request uses contrastive
+/// search.
 pub(crate) fn session_options(
     request: &GenerateRequest,
-    n_ctx: u32,
-    threads: u32,
+    base: SessionOptions,
     beams: usize,
     samples: usize,
 ) -> SessionOptions {
@@ -240,12 +233,35 @@ pub(crate) fn session_options(
     // Contrastive search: a KV sequence per candidate and one for the losers' cells.
     let per_sample = 1 + contrastive.map_or(0, |(_, k)| k + 1);
     SessionOptions {
-        n_ctx,
-        n_threads: threads,
         n_seq_max: (2 * beams).max(samples * per_sample).max(1) as u32,
         embeddings: contrastive.is_some(),
-        ..Default::default()
+        ..base
     }
+}
+
+/// What the flags set of a session: its context (--ctx-size), threads (--threads, default
+/// all cores) and flash attention (--flash-attn).
+pub(crate) fn flag_session_options(opts: &Options) -> SessionOptions {
+    let defaults = SessionOptions::default();
+    SessionOptions {
+        n_ctx: opts.n_ctx,
+        n_threads: opts.threads.unwrap_or(defaults.n_threads),
+        flash_attention: opts.flash_attention,
+        ..defaults
+    }
+}
+
+/// A session of `model` with `options`, and `draft` (the --draft-model) attached.
+pub(crate) fn open_session<'m>(
+    model: &'m Model,
+    draft: Option<&'m Model>,
+    options: &SessionOptions,
+) -> Result<Session<'m>, CliError> {
+    let mut session = model.session(options).map_err(runtime)?;
+    if let Some(draft) = draft {
+        session.attach_draft(draft).map_err(runtime)?;
+    }
+    Ok(session)
 }
 
 /// The preset (default [`DEFAULT_PRESET`]) with the flags applied over it.

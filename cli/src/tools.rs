@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::json;
-use stencil_runtime::{ChatMessage, SessionOptions};
+use stencil_runtime::ChatMessage;
 use stencil_tools::{CallOptions, Strategy, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 use crate::error::CliError;
@@ -57,18 +57,7 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
     let mut messages: Vec<ChatMessage> = opts.system.iter().map(ChatMessage::system).collect();
     messages.push(ChatMessage::user(opts.prompt.clone()));
     let draft = generate::load_draft(opts)?;
-    let threads = opts.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
-    let mut session = model
-        .session(&SessionOptions {
-            n_ctx: opts.n_ctx,
-            n_threads: threads,
-            flash_attention: opts.flash_attention,
-            ..Default::default()
-        })
-        .map_err(generate::runtime)?;
-    if let Some(draft) = &draft {
-        session.attach_draft(draft).map_err(generate::runtime)?;
-    }
+    let mut session = generate::open_session(&model, draft.as_ref(), &generate::flag_session_options(opts))?;
     let options = CallOptions {
         choice,
         parallel: max_calls > 1,
