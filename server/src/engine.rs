@@ -85,8 +85,8 @@ struct Active {
 }
 
 /// Runs the engine on the current thread until the queue's senders are all gone (or
-/// `abort` is set): loads the model (logging progress), publishes it in `model`, reports
-/// the load on `loaded`, then serves jobs.
+/// `abort` is set): loads the model (logging progress) and the draft model, publishes the
+/// model in `model`, reports the load on `loaded`, then serves jobs.
 pub fn run(
     settings: EngineSettings,
     jobs: Receiver<Job>,
@@ -95,28 +95,9 @@ pub fn run(
     metrics: Arc<Metrics>,
     abort: Arc<AtomicBool>,
 ) {
-    let path = settings.model_path.clone();
-    tracing::info!(model = %path.display(), "loading model");
     let start = Instant::now();
-    let abort_load = abort.clone();
-    let mut logged = 0;
-    let loaded_model = Model::load_with_progress(&path, &ModelOptions::default(), move |fraction| {
-        let percent = (fraction * 100.0) as u32;
-        if percent >= logged + 25 {
-            logged = percent - percent % 25;
-            tracing::info!(percent = logged, "loading model");
-        }
-        !abort_load.load(Ordering::Relaxed)
-    });
-    let loaded_model = match loaded_model {
-        Ok(m) => Arc::new(m),
-        Err(e) => {
-            let _ = loaded.send(Err(e));
-            return;
-        }
-    };
-    let draft = match settings.draft_path.as_deref().map(|p| Model::load(p, &ModelOptions::default())).transpose() {
-        Ok(d) => d,
+    let (loaded_model, draft) = match load_models(&settings, &abort) {
+        Ok(models) => models,
         Err(e) => {
             let _ = loaded.send(Err(e));
             return;
@@ -278,6 +259,27 @@ pub fn run(
         }
     }
     tracing::info!("engine stopped");
+}
+
+/// Loads the model (logging its progress; `abort` stops it) and the draft model, if any.
+fn load_models(
+    settings: &EngineSettings,
+    abort: &Arc<AtomicBool>,
+) -> Result<(Arc<Model>, Option<Model>), RuntimeError> {
+    let path = &settings.model_path;
+    tracing::info!(model = %path.display(), "loading model");
+    let abort = abort.clone();
+    let mut logged = 0;
+    let model = Model::load_with_progress(path, &ModelOptions::default(), move |fraction| {
+        let percent = (fraction * 100.0) as u32;
+        if percent >= logged + 25 {
+            logged = percent - percent % 25;
+            tracing::info!(percent = logged, "loading model");
+        }
+        !abort.load(Ordering::Relaxed)
+    })?;
+    let draft = settings.draft_path.as_deref().map(|p| Model::load(p, &ModelOptions::default())).transpose()?;
+    Ok((Arc::new(model), draft))
 }
 
 fn send_text(
