@@ -79,7 +79,7 @@ pub fn run(repo: &Path, args: &DecodeArgs) -> String {
                 runs.push(session.generate(&request, |_| {}).expect("generation"));
             }
             let last = runs.last().expect("a run");
-            let per_token = |f: fn(&stencil_runtime::Timings) -> f64| {
+            let per_token = |f: fn(&stencil_runtime::telemetry::Timings) -> f64| {
                 median(runs.iter().map(|r| f(&r.record.timings) / r.tokens.len().max(1) as f64).collect())
             };
             let constrained = request.grammar.is_some();

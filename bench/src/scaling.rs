@@ -10,11 +10,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 use stencil_mask::CompiledGrammar;
+use stencil_runtime::decode::sample_seed;
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{
-    sample_seed, Extractor, GenerateRequest, Generation, Model, ModelOptions, Normalizer, SelfConsistencyParams,
-    Session, SessionOptions, StopReason,
-};
+use stencil_runtime::select::{Extractor, Normalizer, SelfConsistencyParams};
+use stencil_runtime::{GenerateRequest, Generation, Model, ModelOptions, Session, SessionOptions, StopReason};
 use stencil_test_support::fixtures::{model_path, GEMMA3_MODEL_FILE, SMOLLM2_MODEL_FILE};
 use stencil_test_support::models::extraction_prompt;
 

@@ -3,7 +3,7 @@
 //! temperatures, free text and under a JSON schema.
 //!
 //! Every text of a cell (one per prompt of `fixtures/watermark/prompts.txt`) is decoded
-//! together in one [`BatchDecoder`](stencil_runtime::BatchDecoder); the watermarked and the
+//! together in one [`Decoder`](stencil_runtime::decode::Decoder); the watermarked and the
 //! plain runs use the same seeds.
 //! Each text is tested twice with the key: as `stencil watermark detect` sees it (the text
 //! re-tokenized by the model's tokenizer, every token scored), and with the generation's own
@@ -191,7 +191,7 @@ pub fn run(repo: &Path, args: &WatermarkArgs) -> String {
 /// Every request decoded together; the generations in request order.
 fn generate_all(session: &mut Session<'_>, requests: &[GenerateRequest]) -> Vec<Generation> {
     session.reset();
-    let mut batch = session.batch();
+    let mut batch = session.decoder();
     let mut done: Vec<Option<Generation>> = requests.iter().map(|_| None).collect();
     let mut keep = |finished: Vec<(usize, stencil_runtime::Result<Generation>)>| {
         for (handle, result) in finished {

@@ -11,10 +11,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use stencil_grammar::{Expr, Grammar};
 use stencil_mask::CompiledGrammar;
+use stencil_runtime::beam::BeamParams;
 use stencil_runtime::sampling::{Presets, SamplingParams};
-use stencil_runtime::{
-    BeamParams, ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, Session, SessionOptions, StopReason,
-};
+use stencil_runtime::{ChatMessage, GenerateRequest, Model, ModelOptions, Prompt, Session, SessionOptions, StopReason};
 
 use crate::error::CliError;
 use crate::source::{describe_issue, GrammarSource, LoadedSchema};

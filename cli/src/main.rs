@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use stencil_runtime::Extractor;
+use stencil_runtime::select::Extractor;
 use stencil_schema::{Mode, PropertyOrder, SchemaOptions, Whitespace};
 
 use crate::error::CliError;

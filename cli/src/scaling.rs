@@ -6,9 +6,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use stencil_runtime::{
-    Candidate, Extractor, GenerateRequest, Generation, Normalizer, SelfConsistencyParams, Session, Verifiers,
-};
+use stencil_runtime::select::{Candidate, Extractor, Normalizer, SelfConsistencyParams, Verifiers};
+use stencil_runtime::{GenerateRequest, Generation, Session};
 
 use crate::error::CliError;
 use crate::generate::{append_line, runtime};

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use stencil_runtime::{DraftModel, FlashAttention, PromptLookup, Speculation};
+use stencil_runtime::speculate::{DraftModel, PromptLookup};
+use stencil_runtime::{FlashAttention, Speculation};
 
 use crate::error::CliError;
 

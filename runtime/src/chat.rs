@@ -43,7 +43,7 @@ impl ChatMessage {
 /// A model's Jinja chat template and the special-token texts it may use.
 ///
 /// ```
-/// use stencil_runtime::{ChatMessage, ChatTemplate};
+/// use stencil_runtime::chat::{ChatMessage, ChatTemplate};
 /// let t = ChatTemplate::new(
 ///     "{% for m in messages %}<{{ m.role }}>{{ m.content.strip() }}</s>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}",
 ///     "<s>", "</s>",

@@ -8,7 +8,7 @@
 //! token so far, the prompt's included — as in Hugging Face's implementation. Ties go to the
 //! more probable candidate.
 //!
-//! In the decode loop ([`crate::BatchDecoder`]) a sequence under contrastive search
+//! In the decode loop ([`crate::decode::Decoder`]) a sequence under contrastive search
 //! alternates between two kinds of step: a *candidate* step puts its `k` candidates in one
 //! batch, each in a KV-cache sequence of its own copied from the sequence's (so the `k`
 //! hidden states come from one forward pass, next to the other sequences' rows), keeps the
@@ -18,17 +18,15 @@
 //! With `α = 0` or `k = 1` the score is the probability and the search is greedy decoding:
 //! the request then decodes greedily, without candidate passes.
 
-use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
 
-use crate::error::{Result, RuntimeError};
+use crate::decode::{Forward, Row};
+use crate::error::Result;
 
 /// The score of one candidate: `(1 − α)·p − α·max_similarity`.
 ///
 /// ```
-/// assert_eq!(stencil_runtime::contrastive_score(0.5, 0.75, 0.25), 0.25);
+/// assert_eq!(stencil_runtime::contrastive::contrastive_score(0.5, 0.75, 0.25), 0.25);
 /// ```
 pub fn contrastive_score(alpha: f64, probability: f64, max_similarity: f64) -> f64 {
     (1.0 - alpha) * probability - alpha * max_similarity
@@ -39,7 +37,7 @@ pub fn contrastive_score(alpha: f64, probability: f64, max_similarity: f64) -> f
 /// floor, and an empty context gives 0 (nothing to repeat).
 ///
 /// ```
-/// use stencil_runtime::max_cosine;
+/// use stencil_runtime::contrastive::max_cosine;
 /// let context = [1.0, 0.0, 0.0, 1.0]; // two unit vectors of width 2
 /// assert!((max_cosine(&[3.0, 3.0], &context) - 0.5f64.sqrt()).abs() < 1e-6);
 /// assert_eq!(max_cosine(&[1.0, 0.0], &[]), 0.0);
@@ -60,7 +58,7 @@ pub fn max_cosine(h: &[f32], context: &[f32]) -> f64 {
 /// [`contrastive_score`], the first on ties. `None` without candidates.
 ///
 /// ```
-/// use stencil_runtime::contrastive_pick;
+/// use stencil_runtime::contrastive::contrastive_pick;
 /// let context = [1.0, 0.0];
 /// // The likelier candidate repeats the context; the other does not.
 /// let hidden: [&[f32]; 2] = [&[1.0, 0.0], &[0.0, 1.0]];
@@ -110,10 +108,10 @@ pub(crate) struct Search {
     /// The candidates (token, log-probability) of the next forward pass; empty for a
     /// chain step.
     candidates: Vec<(u32, f64)>,
-    /// Their batch rows, once in the batch.
-    rows: Vec<i32>,
-    /// The first batch row of a chain step's tokens.
-    pub(crate) chain_row: i32,
+    /// Their rows of the forward pass, once in it.
+    rows: Vec<usize>,
+    /// The first row of a chain step's tokens.
+    pub(crate) chain_row: usize,
     pub(crate) stats: ContrastiveStats,
 }
 
@@ -121,8 +119,8 @@ pub(crate) struct Search {
 pub(crate) struct Winner {
     pub(crate) token: u32,
     pub(crate) logprob: f64,
-    /// Its batch row: the logits of the next step.
-    pub(crate) row: i32,
+    /// Its row of the pass: the logits of the next step.
+    pub(crate) row: usize,
 }
 
 impl Search {
@@ -169,28 +167,29 @@ impl Search {
         self.candidates.len()
     }
 
-    /// Appends the hidden states of batch rows `rows` to the context.
-    pub(crate) fn extend_context(&mut self, ctx: &LlamaContext<'_>, rows: std::ops::Range<i32>) -> Result<()> {
-        push_unit_rows(ctx, rows, &mut self.context)
+    /// Appends the hidden states of the pass's rows `rows` to the context.
+    pub(crate) fn extend_context(&mut self, forward: &dyn Forward, rows: std::ops::Range<usize>) -> Result<()> {
+        for row in rows {
+            push_unit(forward.hidden(row)?, &mut self.context);
+        }
+        Ok(())
     }
 
-    /// Puts the candidates in `batch` at position `pos`, each in its own KV sequence holding
+    /// Puts the candidates in `rows` at position `pos`, each in its own KV sequence holding
     /// a copy of sequence `seq`.
-    pub(crate) fn add_to_batch(
+    pub(crate) fn add_rows(
         &mut self,
-        ctx: &mut LlamaContext<'_>,
-        batch: &mut LlamaBatch<'_>,
+        forward: &mut dyn Forward,
+        rows: &mut Vec<Row>,
         seq: i32,
         pos: usize,
     ) -> Result<()> {
         self.rows.clear();
         for (&(token, _), &aux) in self.candidates.iter().zip(&self.aux) {
-            let _ = ctx.clear_kv_cache_seq(Some(aux as u32), None, None);
-            ctx.copy_kv_cache_seq(seq, aux, None, None).map_err(kv_err)?;
-            self.rows.push(batch.n_tokens());
-            batch
-                .add(LlamaToken(token as i32), pos as i32, &[aux], true)
-                .map_err(|e| RuntimeError::Decode(e.to_string()))?;
+            forward.remove(aux, 0, None);
+            forward.copy(seq, aux, 0, None)?;
+            self.rows.push(rows.len());
+            rows.push(Row { token, pos, seq: aux, logits: true });
         }
         self.stats.candidate_steps += 1;
         self.stats.candidate_rows += self.candidates.len();
@@ -199,20 +198,18 @@ impl Search {
 
     /// After the forward pass: scores the candidates, keeps the winner's KV cell (at `pos`)
     /// in sequence `seq` and its hidden state in the context, and frees the others.
-    pub(crate) fn keep_winner(&mut self, ctx: &mut LlamaContext<'_>, seq: i32, pos: usize) -> Result<Winner> {
+    pub(crate) fn keep_winner(&mut self, forward: &mut dyn Forward, seq: i32, pos: usize) -> Result<Winner> {
         let start = std::time::Instant::now();
         let candidates = std::mem::take(&mut self.candidates);
-        let hidden =
-            self.rows.iter().map(|&r| ctx.embeddings_ith(r).map_err(hidden_err)).collect::<Result<Vec<_>>>()?;
+        let hidden = self.rows.iter().map(|&r| forward.hidden(r)).collect::<Result<Vec<_>>>()?;
         let probs: Vec<f64> = candidates.iter().map(|&(_, lp)| lp.exp()).collect();
         let w = contrastive_pick(&probs, &hidden, &self.context, self.alpha).unwrap_or(0);
         push_unit(hidden[w], &mut self.context);
         self.stats.scoring_ms += start.elapsed().as_secs_f64() * 1e3;
-        let cell = (Some(pos as u32), Some(pos as u32 + 1));
         for (i, &aux) in self.aux.iter().enumerate().take(candidates.len()) {
             let keeper = if i == w { seq } else { self.graveyard };
-            ctx.copy_kv_cache_seq(aux, keeper, cell.0, cell.1).map_err(kv_err)?;
-            let _ = ctx.clear_kv_cache_seq(Some(aux as u32), None, None);
+            forward.copy(aux, keeper, pos, Some(pos + 1))?;
+            forward.remove(aux, 0, None);
         }
         let (token, logprob) = candidates[w];
         Ok(Winner { token, logprob, row: self.rows[w] })
@@ -224,24 +221,9 @@ impl Search {
     }
 }
 
-/// Appends the hidden states of batch rows `rows` to `out`, each scaled to unit length.
-pub(crate) fn push_unit_rows(ctx: &LlamaContext<'_>, rows: std::ops::Range<i32>, out: &mut Vec<f32>) -> Result<()> {
-    for row in rows {
-        push_unit(ctx.embeddings_ith(row).map_err(hidden_err)?, out);
-    }
-    Ok(())
-}
-
-fn push_unit(h: &[f32], out: &mut Vec<f32>) {
+/// Appends `h` to `out`, scaled to unit length.
+pub(crate) fn push_unit(h: &[f32], out: &mut Vec<f32>) {
     let norm = h.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
     let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
     out.extend(h.iter().map(|&x| (f64::from(x) * scale) as f32));
-}
-
-fn hidden_err(e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Decode(format!("hidden states: {e} (contrastive search needs a session with `embeddings`)"))
-}
-
-fn kv_err(e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Decode(format!("KV cache: {e}"))
 }

@@ -27,6 +27,12 @@ pub enum RuntimeError {
     NoChatTemplate,
     #[error("the prompt is empty")]
     EmptyPrompt,
+    /// A token prompt with an id outside the vocabulary.
+    #[error("prompt token {token} is not in the vocabulary of {n_vocab} tokens")]
+    PromptToken { token: u32, n_vocab: usize },
+    /// A text or chat prompt on a session over a custom model, which has no tokenizer.
+    #[error("this session's model has no tokenizer: give the prompt as token ids (Prompt::Tokens)")]
+    NoTokenizer,
     #[error("the prompt ({prompt} tokens) and max_tokens ({max_tokens}) do not fit the context of {n_ctx} tokens")]
     ContextOverflow { prompt: usize, max_tokens: usize, n_ctx: u32 },
     /// More sequences than the session can decode together.

@@ -5,11 +5,16 @@
 //! free, or constrained by a grammar compiled against [`Model::vocab`] — with the sampling
 //! pipeline of `stencil-sampling`, stop strings, streaming, and a [`GenerationRecord`] of
 //! what ran. [`Session::generate_n`] decodes N samples of one request together, and a
-//! [`BatchDecoder`] any set of sequences (one llama.cpp batch per step, each sequence with
+//! [`decode::Decoder`] any set of sequences (one forward pass per step, each sequence with
 //! its own matcher, sampler and stop state). [`Session::beam_search`] keeps several beams,
 //! each inside the grammar. Contrastive search (`SamplingParams::penalty_alpha`, on a
 //! session with [`SessionOptions::embeddings`]) runs in the same loop, each step's
 //! candidates scored in one batch.
+//!
+//! The root holds what a caller names to generate; the rest lives in modules: [`decode`]
+//! (the loop, and [`decode::Forward`], the model as the loop sees it), [`speculate`],
+//! [`select`] (self-consistency, best-of-N), [`contrastive`], [`beam`], [`chat`],
+//! [`telemetry`], [`baseline`].
 //!
 //! ```no_run
 //! use stencil_runtime::{GenerateRequest, Model, ModelOptions, Prompt, SessionOptions};
@@ -24,32 +29,22 @@
 //! # Ok::<(), stencil_runtime::RuntimeError>(())
 //! ```
 
-mod baseline;
-mod batch;
-mod beam;
-mod chat;
-mod contrastive;
-mod draft;
+pub mod baseline;
+pub mod beam;
+pub mod chat;
+pub mod contrastive;
+pub mod decode;
 mod error;
 mod model;
 pub mod select;
 mod session;
-mod speculate;
-mod telemetry;
+pub mod speculate;
+pub mod telemetry;
 
-pub use baseline::BaselineRun;
-pub use batch::{sample_seed, BatchDecoder, SequenceHandle};
-pub use beam::{Beam, BeamParams};
-pub use chat::{ChatMessage, ChatTemplate};
-pub use contrastive::{contrastive_pick, contrastive_score, max_cosine, ContrastiveStats};
+pub use chat::ChatMessage;
 pub use error::{Result, RuntimeError};
 pub use model::{FlashAttention, Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
-pub use select::{
-    canonical_json, canonical_number, self_consistency, Answer, AnswerRegex, BestOf, BestOfRun, Candidate, Cost,
-    ExtractError, Extractor, Normalizer, Ranked, Scorer, SelfConsistency, SelfConsistencyParams, Tally, Verifiers,
-    VoteOutcome,
-};
 pub use session::{GenerateRequest, Generation, Session};
-pub use speculate::{lookup, DraftModel, Lookup, LookupOrigin, PromptLookup, Speculation, SpeculationStats};
+pub use speculate::Speculation;
 pub use stencil_sampling as sampling;
-pub use telemetry::{GenerationRecord, StopReason, Timings};
+pub use telemetry::{GenerationRecord, StopReason};

@@ -260,14 +260,32 @@ impl Model {
         self.llama.vocab().tokenize(text.as_bytes(), add_special, true).into_iter().map(|t| t.0 as u32).collect()
     }
 
-    /// The prompt text for `prompt`: raw text as is, chat messages through the template.
+    /// The prompt text for `prompt`: raw text as is, chat messages through the template,
+    /// token ids as their text (control tokens' included).
     pub fn render_prompt(&self, prompt: &Prompt) -> Result<String> {
         match prompt {
             Prompt::Text(text) => Ok(text.clone()),
+            Prompt::Tokens(tokens) => {
+                let bytes: Vec<u8> = tokens
+                    .iter()
+                    .filter(|&&t| (t as usize) < self.vocab.len())
+                    .flat_map(|&t| self.vocab.token_bytes(t).iter().copied())
+                    .collect();
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
             Prompt::Chat(messages) => {
                 let template = self.chat_template.as_ref().ok_or(RuntimeError::NoChatTemplate)?;
                 template.render(messages, true, None)
             }
+        }
+    }
+
+    /// The prompt's tokens: token ids as they are, text and chat messages rendered
+    /// ([`render_prompt`](Self::render_prompt)) and tokenized.
+    pub fn encode_prompt(&self, prompt: &Prompt) -> Result<Vec<u32>> {
+        match prompt {
+            Prompt::Tokens(tokens) => Ok(tokens.clone()),
+            _ => Ok(self.tokenize(&self.render_prompt(prompt)?)),
         }
     }
 
@@ -304,6 +322,8 @@ pub enum Prompt {
     /// Messages rendered with the model's chat template, ending where the assistant's
     /// reply starts.
     Chat(Vec<ChatMessage>),
+    /// Token ids, evaluated as they are (no BOS added).
+    Tokens(Vec<u32>),
 }
 
 impl Prompt {

@@ -1,7 +1,7 @@
 //! A decoding session: one llama.cpp context, what its KV cache holds, and the request and
 //! result types of a generation.
 //!
-//! The decode loop itself is [`crate::BatchDecoder`]'s: each step, the logits of each
+//! The decode loop itself is [`crate::decode::Decoder`]'s: each step, the logits of each
 //! sequence's last position go through the sampling pipeline (with the grammar's mask), the
 //! token is accepted by the matcher, tokens the grammar forces are appended without
 //! sampling, and every sequence's tokens go through llama.cpp in one forward pass — while
@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::token::LlamaToken;
 use stencil_mask::{CompiledGrammar, Vocabulary};
 use stencil_sampling::{SamplingParams, StopStrings, Utf8Stream};
 
+use crate::decode::forward::{clear_seq, LlamaForward};
+use crate::decode::{Forward, Row};
 use crate::error::{Result, RuntimeError};
-use crate::model::{Model, Prompt, SessionOptions};
+use crate::model::{Model, ModelInfo, Prompt, SessionOptions};
 use crate::telemetry::{GenerationRecord, StopReason};
 
 /// What to generate.
@@ -96,16 +96,19 @@ pub struct Generation {
     pub record: GenerationRecord,
 }
 
-/// One llama.cpp context and what its KV cache holds.
+/// One model context — llama.cpp's, or any [`Forward`] — and what its KV cache holds.
 pub struct Session<'m> {
-    pub(crate) model: &'m Model,
-    pub(crate) ctx: LlamaContext<'m>,
+    /// The model, for prompts given as text or chat messages (`None` over a custom
+    /// [`Forward`], which takes token prompts).
+    pub(crate) model: Option<&'m Model>,
+    pub(crate) info: ModelInfo,
+    pub(crate) vocab: Arc<Vocabulary>,
+    pub(crate) forward: Box<dyn Forward + 'm>,
     pub(crate) options: SessionOptions,
-    pub(crate) batch: LlamaBatch<'static>,
     /// The tokens in sequence 0 of the KV cache, in order.
     pub(crate) cached: Vec<u32>,
     /// The draft model's context, once attached ([`Session::attach_draft`]).
-    pub(crate) draft: Option<crate::draft::DraftContext<'m>>,
+    pub(crate) draft: Option<crate::speculate::DraftContext<'m>>,
     /// How prompt-lookup drafts fared, and what a forward pass costs: where drafts are cut.
     pub(crate) lookup_stats: crate::speculate::LookupStats,
     pub(crate) pass_cost: crate::speculate::PassCost,
@@ -113,12 +116,33 @@ pub struct Session<'m> {
 
 impl<'m> Session<'m> {
     pub(crate) fn new(model: &'m Model, ctx: LlamaContext<'m>, options: SessionOptions) -> Self {
-        let batch = LlamaBatch::new(options.n_batch.max(1) as usize, options.n_seq_max.max(1) as i32);
+        let forward = LlamaForward::new(ctx, options.n_batch as usize, options.n_seq_max as usize);
+        let mut session = Self::over(Box::new(forward), model.vocab().clone(), options);
+        session.model = Some(model);
+        session.info = model.info().clone();
+        session
+    }
+
+    /// A session over any model that implements [`Forward`] (a test double, another
+    /// inference library), whose logits are `vocab`'s tokens. Its prompts are token ids
+    /// ([`Prompt::Tokens`]); `options` give the batch size and the sequences (the context
+    /// size is the model's, [`Forward::n_ctx`]).
+    pub fn over(forward: Box<dyn Forward + 'm>, vocab: Arc<Vocabulary>, options: SessionOptions) -> Self {
+        let info = ModelInfo {
+            name: "custom".into(),
+            path: Default::default(),
+            n_vocab: vocab.mask_width(),
+            n_ctx_train: forward.n_ctx() as u32,
+            n_params: 0,
+            size_bytes: 0,
+            has_chat_template: false,
+        };
         Session {
-            model,
-            ctx,
+            model: None,
+            info,
+            vocab,
+            forward,
             options,
-            batch,
             cached: Vec::new(),
             draft: None,
             lookup_stats: Default::default(),
@@ -126,9 +150,15 @@ impl<'m> Session<'m> {
         }
     }
 
-    /// The model this session runs.
-    pub fn model(&self) -> &'m Model {
+    /// The model this session runs (`None` for a session [`over`](Self::over) a custom
+    /// [`Forward`]).
+    pub fn model(&self) -> Option<&'m Model> {
         self.model
+    }
+
+    /// The vocabulary of the session's logits (grammars are compiled against it).
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
     }
 
     /// The options the session was opened with.
@@ -138,53 +168,49 @@ impl<'m> Session<'m> {
 
     /// Generates text for `request`, calling `on_text` with each piece of output as soon
     /// as it is final (valid UTF-8, never part of a stop string). One sequence of the
-    /// multi-sequence loop ([`crate::BatchDecoder`]).
+    /// decode loop ([`crate::decode::Decoder`]).
     pub fn generate(&mut self, request: &GenerateRequest, mut on_text: impl FnMut(&str)) -> Result<Generation> {
         let mut samples = self.generate_n(request, 1, |_, piece| on_text(piece))?;
         Ok(samples.pop().expect("one sample"))
     }
 
-    /// Renders and tokenizes the prompt, checking that it and `max_tokens` fit.
+    /// The prompt's tokens, checking that they fit the context.
     pub(crate) fn prompt_tokens(&self, prompt: &Prompt, max_tokens: usize) -> Result<Vec<u32>> {
-        let text = self.model.render_prompt(prompt)?;
-        let tokens = self.model.tokenize(&text);
+        let tokens = match (prompt, self.model) {
+            (Prompt::Tokens(tokens), _) => {
+                if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.vocab.len()) {
+                    return Err(RuntimeError::PromptToken { token: bad, n_vocab: self.vocab.len() });
+                }
+                tokens.clone()
+            }
+            (_, Some(model)) => model.encode_prompt(prompt)?,
+            (_, None) => return Err(RuntimeError::NoTokenizer),
+        };
         if tokens.is_empty() {
             return Err(RuntimeError::EmptyPrompt);
         }
-        let n_ctx = self.ctx.n_ctx();
-        if tokens.len() >= n_ctx as usize {
-            return Err(RuntimeError::ContextOverflow { prompt: tokens.len(), max_tokens, n_ctx });
+        let n_ctx = self.forward.n_ctx();
+        if tokens.len() >= n_ctx {
+            return Err(RuntimeError::ContextOverflow { prompt: tokens.len(), max_tokens, n_ctx: n_ctx as u32 });
         }
         Ok(tokens)
     }
 
-    /// Puts `prompt` in sequence 0 of the KV cache, reusing the longest prefix already
-    /// there; the batch then holds the last prompt token with its logits requested.
-    /// Returns how many prompt tokens were reused.
-    pub(crate) fn prefill(&mut self, prompt: &[u32]) -> Result<usize> {
-        self.prefill_seq(0, prompt)
-    }
-
     /// Puts `prompt` in KV-cache sequence `seq`, reusing the longest prefix that sequence 0
-    /// holds (trimmed in place for sequence 0, copied for another); the batch then holds
-    /// the last prompt token with its logits requested. Returns how many prompt tokens were
-    /// reused. Other sequences are left as they are.
-    pub(crate) fn prefill_seq(&mut self, seq: i32, prompt: &[u32]) -> Result<usize> {
-        self.prefill_seq_with(seq, prompt, None, None)
-    }
-
-    /// [`prefill_seq`](Self::prefill_seq), also reusing the prefix a live sequence holds:
-    /// `donor` is `(its KV sequence, the prompt tokens it holds in order from the start)`,
-    /// taken when longer than sequence 0's. With `hidden`, no prefix is reused and the
-    /// hidden state of every prompt token is appended to it as a unit vector (contrastive
-    /// search).
-    pub(crate) fn prefill_seq_with(
+    /// holds (trimmed in place for sequence 0, copied for another) or, when longer, that
+    /// `donor` holds (`(its KV sequence, the prompt tokens it holds in order from the
+    /// start)`). The last prompt token is evaluated last, with its logits. With `hidden`,
+    /// no prefix is reused and the hidden state of every prompt token is appended to it as
+    /// a unit vector (contrastive search). Returns how many prompt tokens were reused and
+    /// the row of the last pass that holds the last token's logits. Other sequences are
+    /// left as they are.
+    pub(crate) fn prefill_seq(
         &mut self,
         seq: i32,
         prompt: &[u32],
         donor: Option<(i32, usize)>,
         mut hidden: Option<&mut Vec<f32>>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, usize)> {
         let mut keep = common_prefix(&self.cached, prompt);
         let donor = donor.filter(|&(d, n)| d != seq && n > keep);
         if let Some((_, n)) = donor {
@@ -195,67 +221,54 @@ impl<'m> Session<'m> {
         }
         // The last prompt token is always evaluated again, for its logits.
         keep = keep.min(prompt.len() - 1);
+        let forward = &mut *self.forward;
         if let (Some((d, _)), true) = (donor, keep > 0) {
             // The live sequence's cells are shared, as samples of one prompt share theirs.
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-            if self.ctx.copy_kv_cache_seq(d, seq, None, Some(keep as u32)).is_err() {
+            clear_seq(forward, seq);
+            if forward.copy(d, seq, 0, Some(keep)).is_err() {
                 keep = 0;
             }
             if seq == 0 {
                 self.cached = prompt[..keep].to_vec();
             }
         } else if seq == 0 {
-            let trimmed = self.ctx.clear_kv_cache_seq(Some(0), Some(keep as u32), None).unwrap_or(false);
-            if !trimmed {
-                let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
+            if !forward.remove(0, keep, None) {
+                clear_seq(forward, 0);
                 keep = 0;
             }
             self.cached.truncate(keep);
         } else {
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-            if keep > 0 && self.ctx.copy_kv_cache_seq(0, seq, None, Some(keep as u32)).is_err() {
+            clear_seq(forward, seq);
+            if keep > 0 && forward.copy(0, seq, 0, Some(keep)).is_err() {
                 keep = 0;
             }
         }
         let chunk = self.options.n_batch.max(1) as usize;
+        let mut last_row = 0;
         for (i, piece) in prompt[keep..].chunks(chunk).enumerate() {
-            self.decode_seq(seq, keep + i * chunk, piece)?;
+            let start = keep + i * chunk;
+            let rows: Vec<Row> = piece
+                .iter()
+                .enumerate()
+                .map(|(j, &token)| Row { token, pos: start + j, seq, logits: hidden.is_some() || j + 1 == piece.len() })
+                .collect();
+            self.forward.decode(&rows)?;
+            last_row = rows.len() - 1;
+            if seq == 0 {
+                self.cached.extend_from_slice(piece);
+            }
             if let Some(hidden) = hidden.as_deref_mut() {
-                crate::contrastive::push_unit_rows(&self.ctx, 0..piece.len() as i32, hidden)?;
+                for row in 0..rows.len() {
+                    crate::contrastive::push_unit(self.forward.hidden(row)?, hidden);
+                }
             }
         }
-        Ok(keep)
-    }
-
-    /// One forward pass over `tokens` (sequence 0), logits for the last one.
-    pub(crate) fn decode_tokens(&mut self, tokens: &[u32]) -> Result<()> {
-        self.decode_seq(0, self.cached.len(), tokens)
-    }
-
-    /// One forward pass over `tokens` at positions `start..` of sequence `seq`, logits for
-    /// the last one (sequence 0's tokens are recorded as cached).
-    fn decode_seq(&mut self, seq: i32, start: usize, tokens: &[u32]) -> Result<()> {
-        self.batch.clear();
-        for (i, &tok) in tokens.iter().enumerate() {
-            self.batch
-                .add(LlamaToken(tok as i32), (start + i) as i32, &[seq], i + 1 == tokens.len())
-                .map_err(|e| RuntimeError::Decode(e.to_string()))?;
-        }
-        self.ctx.decode(&mut self.batch).map_err(|e| RuntimeError::Decode(e.to_string()))?;
-        if seq == 0 {
-            self.cached.extend_from_slice(tokens);
-        }
-        Ok(())
-    }
-
-    /// Records that sequence 0 of the KV cache holds exactly `tokens`.
-    pub(crate) fn set_cached(&mut self, tokens: Vec<u32>) {
-        self.cached = tokens;
+        Ok((keep, last_row))
     }
 
     /// Forgets the KV cache (the next generation evaluates its whole prompt).
     pub fn reset(&mut self) {
-        self.ctx.clear_kv_cache();
+        self.forward.clear();
         self.cached.clear();
         if let Some(draft) = self.draft.as_mut() {
             draft.clear();

@@ -22,7 +22,7 @@ pub enum StopReason {
     GrammarComplete,
     /// The context window is full.
     ContextFull,
-    /// The caller stopped it ([`crate::BatchDecoder::cancel`]: a vote already decided, a
+    /// The caller stopped it ([`crate::decode::Decoder::cancel`]: a vote already decided, a
     /// client gone).
     Cancelled,
 }
@@ -105,9 +105,11 @@ pub struct GenerationRecord {
     /// act there, and a watermark carries no signal. With `forced_tokens` (also single
     /// choices, appended without a step), the tokens a watermark detector counts for nothing.
     pub single_choice_steps: usize,
-    /// Mean log-probability of the sampled tokens (forced ones have none), among the
-    /// allowed tokens after bias, penalties and temperature ([`stencil_sampling::Sampler::logprob`]):
-    /// what best-of-N ranks by. `None` when no token was sampled.
+    /// Mean log-probability of the tokens sampled with a choice, among the allowed tokens
+    /// after bias, penalties and temperature ([`stencil_sampling::Sampler::logprob`]): what
+    /// best-of-N ranks by. Forced tokens and single-choice steps (log-probability 0, no
+    /// choice made) are left out, as the watermark detector leaves them out. `None` when no
+    /// token was sampled with a choice.
     pub mean_logprob: Option<f64>,
     /// Prompt-lookup speculation: drafted and accepted tokens, acceptance rate, mean
     /// accepted length (`None` when the request did not speculate). Tokens per target

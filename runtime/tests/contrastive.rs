@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use stencil_mask::CompiledGrammar;
+use stencil_runtime::contrastive::{contrastive_pick, contrastive_score, max_cosine};
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{
-    contrastive_pick, contrastive_score, max_cosine, GenerateRequest, Generation, Model, Prompt, PromptLookup,
-    RuntimeError, Session, SessionOptions, Speculation,
-};
+use stencil_runtime::speculate::PromptLookup;
+use stencil_runtime::{GenerateRequest, Generation, Model, Prompt, RuntimeError, Session, SessionOptions, Speculation};
 use stencil_schema::{compile_schema, validate, Registry, SchemaOptions};
 use stencil_test_support::models::{gemma3, smollm2};
 

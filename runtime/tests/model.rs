@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use stencil_mask::{CompiledGrammar, Matcher};
+use stencil_runtime::beam::BeamParams;
 use stencil_runtime::sampling::SamplingParams;
-use stencil_runtime::{
-    BeamParams, ChatMessage, GenerateRequest, Generation, Model, Prompt, Session, SessionOptions, StopReason,
-};
+use stencil_runtime::{ChatMessage, GenerateRequest, Generation, Model, Prompt, Session, SessionOptions, StopReason};
 use stencil_schema::{compile_schema, SchemaOptions};
 use stencil_test_support::fixtures::read as fixture;
 use stencil_test_support::models::{gemma3, smollm2};

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stencil_sampling::speculative::{draw, verify, Verdict};
 use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
+use stencil_test_support::stats::{chi_square, critical};
 
 const VOCAB: usize = 10;
 const DRAWS: usize = 100_000;
@@ -69,33 +70,6 @@ fn joint(sampler: &mut Sampler, logits: &[f32], mask: Option<&[u32]>) -> Vec<f64
         }
     }
     cells
-}
-
-/// Pearson's chi-square of `counts` against `expected` probabilities (cells with
-/// probability 0 must be empty), and its degrees of freedom.
-fn chi_square(counts: &[usize], expected: &[f64]) -> (f64, usize) {
-    let n: usize = counts.iter().sum();
-    let mut stat = 0.0;
-    let mut cells = 0;
-    for (&c, &p) in counts.iter().zip(expected) {
-        if p == 0.0 {
-            if c > 0 {
-                return (f64::INFINITY, 0);
-            }
-            continue;
-        }
-        let e = p * n as f64;
-        stat += (c as f64 - e).powi(2) / e;
-        cells += 1;
-    }
-    (stat, cells - 1)
-}
-
-/// The chi-square quantile at 1 − 0.001 (Wilson–Hilferty).
-fn critical(df: usize) -> f64 {
-    let d = df as f64;
-    let z = 3.090_232;
-    d * (1.0 - 2.0 / (9.0 * d) + z * (2.0 / (9.0 * d)).sqrt()).powi(3)
 }
 
 fn check(name: &str, params: SamplingParams, mask: Option<&[u32]>) {

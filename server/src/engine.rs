@@ -1,9 +1,9 @@
 //! The engine thread: it owns the model's session and its
-//! [`BatchDecoder`](stencil_runtime::BatchDecoder), takes jobs from a bounded queue, and
+//! [`Decoder`](stencil_runtime::decode::Decoder), takes jobs from a bounded queue, and
 //! advances every admitted request together, one llama.cpp batch per step.
 //!
 //! ```text
-//!  handlers ──try_send(Job)──▶ queue (bounded) ──▶ waiting (one) ──add_samples──▶ BatchDecoder
+//!  handlers ──try_send(Job)──▶ queue (bounded) ──▶ waiting (one) ──add_samples──▶ Decoder
 //!     ▲                                                                              │ step
 //!     └──────────── Event::{Started, Text, Done, Failed} (one channel per request) ◀─┘
 //! ```
@@ -20,7 +20,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use stencil_runtime::{GenerateRequest, Generation, Model, ModelOptions, RuntimeError, SequenceHandle, SessionOptions};
+use stencil_runtime::decode::SequenceHandle;
+use stencil_runtime::{GenerateRequest, Generation, Model, ModelOptions, RuntimeError, SessionOptions};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
@@ -130,7 +131,7 @@ pub fn run(
     let _ = model.set(loaded_model.clone());
     let _ = loaded.send(Ok(()));
 
-    let mut batch = session.batch();
+    let mut batch = session.decoder();
     let mut active: HashMap<u64, Active> = HashMap::new();
     let mut by_handle: HashMap<SequenceHandle, (u64, usize)> = HashMap::new();
     let mut next_job: u64 = 0;
@@ -253,7 +254,7 @@ pub fn run(
                 by_handle.clear();
                 drop(batch);
                 session.reset();
-                batch = session.batch();
+                batch = session.decoder();
                 may_fit = true;
             }
         }

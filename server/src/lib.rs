@@ -9,7 +9,7 @@
 //!                     ▲                                  compile constraint (cached)
 //!                     │ events (text, done)                    │ Job
 //!                     │                                        ▼
-//!                     └───────────── engine thread: BatchDecoder, one llama.cpp batch per
+//!                     └───────────── engine thread: Decoder, one llama.cpp batch per
 //!                                    step for every admitted request
 //! ```
 //!

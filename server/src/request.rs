@@ -776,8 +776,9 @@ mod tests {
 
     #[test]
     fn speculation_is_the_servers_unless_the_request_chooses() {
-        let lookup = Speculation::PromptLookup(stencil_runtime::PromptLookup { max_draft: 3, ..Default::default() });
-        let draft = Speculation::DraftModel(stencil_runtime::DraftModel { max_draft: 2 });
+        let lookup =
+            Speculation::PromptLookup(stencil_runtime::speculate::PromptLookup { max_draft: 3, ..Default::default() });
+        let draft = Speculation::DraftModel(stencil_runtime::speculate::DraftModel { max_draft: 2 });
         let choice = |field: Value| chat(serde_json::json!({"messages": user("x"), "speculation": field}));
         let p = chat(serde_json::json!({"messages": user("x")})).unwrap();
         assert_eq!(p.speculation, SpeculationChoice::ServerDefault);

@@ -13,6 +13,9 @@
 //! - [`checks`]: the properties the fuzz targets check, which the regression replay test runs
 //!   too (`fuzz/` re-exports this module).
 //! - [`process`]: reading a finished command's status and output.
+//! - [`stats`]: the chi-square goodness-of-fit of the statistical tests.
+//! - `table` (feature `models`): a table-driven model behind the runtime's `Forward`, for
+//!   tests of the decode loop that need exact distributions.
 //! - `models` (feature `models`, it links llama.cpp): the real models, loaded once per test
 //!   binary.
 //!
@@ -27,4 +30,7 @@ pub mod models;
 pub mod process;
 pub mod rng;
 pub mod snapshot;
+pub mod stats;
+#[cfg(feature = "models")]
+pub mod table;
 pub mod toy;

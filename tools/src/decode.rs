@@ -380,7 +380,8 @@ impl ToolCaller {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let prompt = self.render(session.model(), &conversation, options)?;
+            let model = session.model().ok_or(RuntimeError::NoTokenizer)?;
+            let prompt = self.render(model, &conversation, options)?;
             let attempt = match options.strategy {
                 Strategy::MultiStage => self.multi_stage(session, &prompt, &allowed, opening, options, &mut records)?,
                 Strategy::SingleGrammar => {

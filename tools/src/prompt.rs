@@ -29,7 +29,8 @@
 //! result of the call before it).
 
 use serde_json::{json, Value};
-use stencil_runtime::{ChatMessage, ChatTemplate, Model, RuntimeError};
+use stencil_runtime::chat::ChatTemplate;
+use stencil_runtime::{ChatMessage, Model, RuntimeError};
 
 use crate::envelope::{Envelope, ToolChoice};
 use crate::set::ToolSet;
@@ -70,7 +71,7 @@ impl PromptStyle {
 /// does not).
 ///
 /// ```
-/// use stencil_runtime::ChatTemplate;
+/// use stencil_runtime::chat::ChatTemplate;
 /// use stencil_tools::prompt::template_renders_tools;
 /// let plain = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", "", "").unwrap();
 /// assert!(!template_renders_tools(&plain));

@@ -40,7 +40,7 @@ pub type Scorer<'a> = Box<dyn FnMut(&Candidate) -> Result<f64, String> + 'a>;
 ///
 /// ```
 /// use serde_json::json;
-/// use stencil_runtime::{Candidate, Verifiers};
+/// use stencil_runtime::select::{Candidate, Verifiers};
 ///
 /// let candidate = |index, text: &str, mean_logprob| Candidate { index, text: text.into(), mean_logprob, tokens: 5, complete: true };
 /// let candidates = [
@@ -56,7 +56,7 @@ pub type Scorer<'a> = Box<dyn FnMut(&Candidate) -> Result<f64, String> + 'a>;
 /// assert!(best.ranking[2].rejected.as_deref().unwrap().starts_with("invalid under the schema: "));
 ///
 /// // A scorer that prefers larger answers overrides the log-probabilities.
-/// let mut verifiers = verifiers.with_scorer(|c: &stencil_runtime::Candidate| {
+/// let mut verifiers = verifiers.with_scorer(|c: &stencil_runtime::select::Candidate| {
 ///     let value: serde_json::Value = serde_json::from_str(&c.text).map_err(|e| e.to_string())?;
 ///     value["answer"].as_f64().ok_or_else(|| "no numeric answer".to_string())
 /// });

@@ -74,7 +74,7 @@ pub enum Answer {
 /// gets `None` from [`Extractor::extract`]: it abstains, it does not vote.
 ///
 /// ```
-/// use stencil_runtime::{Answer, Extractor};
+/// use stencil_runtime::select::{Answer, Extractor};
 ///
 /// let text = r#"{"reasoning": "6 times 7", "answer": 42}"#;
 /// let answer = Extractor::json_pointer("/answer")?.extract(text);

@@ -14,7 +14,7 @@
 //! # Example: self-consistency
 //!
 //! ```
-//! use stencil_runtime::{self_consistency, Extractor, Normalizer};
+//! use stencil_runtime::select::{self_consistency, Extractor, Normalizer};
 //!
 //! let samples = [
 //!     r#"{"reasoning": "6 × 7 = 42", "answer": 42}"#,
@@ -37,7 +37,7 @@
 //! # Example: in a decode loop that samples in waves
 //!
 //! ```no_run
-//! use stencil_runtime::{Extractor, Normalizer, Tally};
+//! use stencil_runtime::select::{Extractor, Normalizer, Tally};
 //! # fn decode_wave(n: usize) -> Vec<String> { vec![String::new(); n] }
 //! let (planned, wave) = (16, 4);
 //! let extractor = Extractor::LastLine;

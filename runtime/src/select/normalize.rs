@@ -23,7 +23,7 @@ use super::Answer;
 ///    and ` +42 ` agree; anything else is unchanged.
 ///
 /// ```
-/// use stencil_runtime::{Answer, Normalizer};
+/// use stencil_runtime::select::{Answer, Normalizer};
 ///
 /// let n = Normalizer::default();
 /// let key = |a: &str| n.normalize(&Answer::Text(a.into()));
@@ -154,7 +154,7 @@ fn parse_json_like(text: &str) -> Option<Value> {
 ///
 /// ```
 /// use serde_json::json;
-/// use stencil_runtime::canonical_json;
+/// use stencil_runtime::select::canonical_json;
 ///
 /// assert_eq!(canonical_json(&json!({"z": 2.50, "a": {"y": null, "x": "é"}})), r#"{"a":{"x":"é","y":null},"z":2.5}"#);
 /// ```
@@ -223,7 +223,7 @@ const MIN_PLAIN_POINT: i64 = -5;
 /// (`1e21`, `1.5e-7`). Exponents of more than 18 digits are not canonicalized.
 ///
 /// ```
-/// use stencil_runtime::canonical_number;
+/// use stencil_runtime::select::canonical_number;
 ///
 /// for same in ["42", "42.0", "4.2e1", " +42 ", "0042", "420e-1", "4.2E+1"] {
 ///     assert_eq!(canonical_number(same).as_deref(), Some("42"));

@@ -26,7 +26,7 @@ pub struct Cost {
 /// How self-consistency votes.
 ///
 /// ```
-/// use stencil_runtime::{Extractor, Normalizer, SelfConsistencyParams};
+/// use stencil_runtime::select::{Extractor, Normalizer, SelfConsistencyParams};
 /// let p = SelfConsistencyParams::new(5, Extractor::json_pointer("/answer").unwrap());
 /// assert!(p.early_stop && p.normalizer == Normalizer::default());
 /// ```
@@ -97,7 +97,7 @@ impl Session<'_> {
     ) -> Result<SelfConsistency> {
         let start = Instant::now();
         let n = params.n;
-        let mut batch = self.batch();
+        let mut batch = self.decoder();
         let first = batch.add_samples(request, n)?[0];
         let mut done: Vec<Option<Generation>> = vec![None; n];
         let mut tally = Tally::new();

@@ -16,7 +16,7 @@ use super::{Extractor, Normalizer};
 /// occurrences alone, so pushing more samples of the tied answers cannot reorder them.
 ///
 /// ```
-/// use stencil_runtime::Tally;
+/// use stencil_runtime::select::Tally;
 ///
 /// let mut tally = Tally::new();
 /// for answer in ["b", "a", "a", "b"] {
@@ -209,7 +209,7 @@ pub struct VoteOutcome {
 /// beyond `total_planned` are still counted; fewer are fine too.
 ///
 /// ```
-/// use stencil_runtime::{self_consistency, Extractor, Normalizer};
+/// use stencil_runtime::select::{self_consistency, Extractor, Normalizer};
 ///
 /// let texts = [r#"{"answer": 42}"#, r#"{"answer": 41}"#, r#"{"answer": 42.0}"#, r#"{"answer": "42"}"#, "oops"];
 /// let vote = self_consistency(texts, &Extractor::json_pointer("/answer")?, &Normalizer::default(), 5, false);

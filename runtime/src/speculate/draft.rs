@@ -13,9 +13,14 @@
 //!   distribution after the whole sampling pipeline (the request's parameters, the history
 //!   with the tokens drafted so far, and the mask of a matcher forked and advanced through
 //!   them), with the draft's own seeded generator. The grammar's forced tokens after a
-//!   drafted token go in as forced (not verified). A draft ends at EOS, at a completed
-//!   grammar, or when nothing can follow.
-//! - **Verification** (in `batch.rs`): at each drafted token the target's `p` is computed
+//!   drafted token go in as forced (not verified). A draft ends at a completed grammar or
+//!   when nothing can follow — decided before a draw. **A drawn token is never dropped**:
+//!   whether a position is verified must not depend on the value drawn there, or the
+//!   tokens that reach verification are no longer distributed as `q` (dropping a drawn EOS
+//!   made a target's own-draft P(EOS) p(EOS)²). A drawn EOS ends the draft as its last
+//!   token, and so does a token whose forced tokens do not fit the draft (without them;
+//!   once verified, the loop fast-forwards after it as after any sampled token).
+//! - **Verification** (in `decode/speculation.rs`): at each drafted token the target's `p` is computed
 //!   under the mask of the matcher advanced through the accepted tokens; the token is
 //!   accepted with probability `min(1, p/q)`, else replaced by a draw from
 //!   `norm(max(0, p − q))`; after a wholly accepted draft the bonus token is drawn from `p`.
@@ -23,12 +28,11 @@
 //!   output without speculation (as far as llama.cpp's batched logits equal its one-token
 //!   logits).
 
-use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::token::LlamaToken;
 use stencil_mask::{bitmask, Matcher, Vocabulary};
 use stencil_sampling::{speculative, Sampler, TokenHistory};
 
+use crate::decode::forward::{clear_seq, LlamaForward};
+use crate::decode::{Forward, Row};
 use crate::error::{Result, RuntimeError};
 use crate::model::{Model, SessionOptions};
 use crate::session::Session;
@@ -39,9 +43,10 @@ const DRAFT_CELLS_PER_SEQUENCE: u32 = 80;
 
 /// The draft model's context and what each of its KV sequences holds.
 pub(crate) struct DraftContext<'m> {
-    ctx: LlamaContext<'m>,
-    batch: LlamaBatch<'static>,
+    forward: Box<dyn Forward + 'm>,
     n_batch: usize,
+    /// The row of the last pass with the last token's logits.
+    last_row: usize,
     /// Per KV sequence id: the tokens its cells hold, in order.
     held: Vec<Vec<u32>>,
     /// Forward passes run for drafting (prefills included), since the last `take_passes`.
@@ -60,18 +65,29 @@ impl<'m> Session<'m> {
     ///
     /// [`Speculation::DraftModel`]: crate::Speculation::DraftModel
     pub fn attach_draft(&mut self, draft: &'m Model) -> Result<()> {
-        same_vocabulary(self.model.vocab(), draft.vocab())?;
+        same_vocabulary(&self.vocab, draft.vocab())?;
         let options = SessionOptions {
             n_ctx: self.options.n_ctx + DRAFT_CELLS_PER_SEQUENCE * self.options.n_seq_max.max(1),
             embeddings: false,
             ..self.options.clone()
         };
-        let ctx = draft.context(&options)?;
-        let n_seq = options.n_seq_max.max(1) as usize;
+        let forward = LlamaForward::new(draft.context(&options)?, options.n_batch as usize, options.n_seq_max as usize);
+        self.attach_draft_forward(Box::new(forward), draft.vocab())
+    }
+
+    /// [`attach_draft`](Self::attach_draft) for a draft model behind any [`Forward`] whose
+    /// logits are `vocab`'s tokens (see [`Session::over`]).
+    ///
+    /// # Errors
+    ///
+    /// [`RuntimeError::DraftVocabulary`] when `vocab` is not the session's.
+    pub fn attach_draft_forward(&mut self, forward: Box<dyn Forward + 'm>, vocab: &Vocabulary) -> Result<()> {
+        same_vocabulary(&self.vocab, vocab)?;
+        let n_seq = self.options.n_seq_max.max(1) as usize;
         self.draft = Some(DraftContext {
-            ctx,
-            batch: LlamaBatch::new(options.n_batch.max(1) as usize, n_seq as i32),
-            n_batch: options.n_batch.max(1) as usize,
+            forward,
+            n_batch: self.options.n_batch.max(1) as usize,
+            last_row: 0,
             held: vec![Vec::new(); n_seq],
             passes: 0,
         });
@@ -125,11 +141,11 @@ impl DraftContext<'_> {
             .max()
             .filter(|&(k, _)| k > keep);
         if let Some((k, other)) = donor {
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-            self.ctx.copy_kv_cache_seq(other as i32, seq, None, Some(k as u32)).map_err(kv_err)?;
+            clear_seq(&mut *self.forward, seq);
+            self.forward.copy(other as i32, seq, 0, Some(k))?;
             keep = k;
-        } else if !self.ctx.clear_kv_cache_seq(Some(seq as u32), Some(keep as u32), None).unwrap_or(false) {
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+        } else if !self.forward.remove(seq, keep, None) {
+            clear_seq(&mut *self.forward, seq);
             keep = 0;
         }
         self.held[s].clear();
@@ -144,31 +160,31 @@ impl DraftContext<'_> {
     /// Evaluates `tokens` after what `seq` holds; logits for the last one.
     fn extend(&mut self, seq: i32, tokens: &[u32]) -> Result<()> {
         let start = self.held[seq as usize].len();
-        self.batch.clear();
-        for (i, &tok) in tokens.iter().enumerate() {
-            self.batch
-                .add(LlamaToken(tok as i32), (start + i) as i32, &[seq], i + 1 == tokens.len())
-                .map_err(|e| RuntimeError::Decode(e.to_string()))?;
-        }
-        self.ctx.decode(&mut self.batch).map_err(|e| RuntimeError::Decode(format!("draft model: {e}")))?;
+        let rows: Vec<Row> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| Row { token, pos: start + i, seq, logits: i + 1 == tokens.len() })
+            .collect();
+        self.forward.decode(&rows).map_err(|e| RuntimeError::Decode(format!("draft model: {e}")))?;
+        self.last_row = rows.len() - 1;
         self.held[seq as usize].extend_from_slice(tokens);
         self.passes += 1;
         Ok(())
     }
 
     fn logits(&self) -> &[f32] {
-        self.ctx.get_logits_ith(self.batch.n_tokens() - 1)
+        self.forward.logits(self.last_row)
     }
 
     /// Forgets every sequence.
     pub(crate) fn clear(&mut self) {
-        self.ctx.clear_kv_cache();
+        self.forward.clear();
         self.held.iter_mut().for_each(Vec::clear);
     }
 
     /// Forgets what `seq` holds (its cells freed).
     pub(crate) fn forget(&mut self, seq: i32) {
-        let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+        clear_seq(&mut *self.forward, seq);
         self.held[seq as usize].clear();
     }
 
@@ -228,7 +244,10 @@ pub(crate) fn draft(
         };
         let q = sampler.distribution(dc.logits(), step_mask, &history);
         let Some(token) = speculative::draw(&q, sampler.uniform()) else { break };
+        // Whatever was drawn is verified (see the module docs): EOS ends the draft with it.
         if start.vocab.is_eos(token) {
+            draft.push_drafted(token, q);
+            draft.bonus = false;
             break;
         }
         let mut step = vec![token];
@@ -240,10 +259,12 @@ pub(crate) fn draft(
                 step.extend(forced);
             }
         }
-        if draft.len() + step.len() > start.limit {
+        draft.push_drafted(token, q);
+        if draft.len() + step.len() - 1 > start.limit {
+            // Its forced tokens do not fit: it ends the draft without them.
+            draft.bonus = false;
             break;
         }
-        draft.push_drafted(token, q);
         step[1..].iter().for_each(|&f| draft.push_forced(f));
         step.iter().for_each(|&t| history.push(t));
         if draft.len() < start.limit {
@@ -251,8 +272,4 @@ pub(crate) fn draft(
         }
     }
     Ok(draft)
-}
-
-fn kv_err(e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Decode(format!("draft model KV cache: {e}"))
 }
