@@ -420,6 +420,34 @@ fn read_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<Too
     }
 }
 
+/// A tool reply cut short (`max_tokens`, the context): exactly what a stream of the same
+/// text sends ([`ReplyStream`]) — its text, its whole calls, and the call it was writing
+/// with its name and the arguments written so far (its JSON unfinished; `finish_reason`
+/// says `length`). So a streamed reply and a whole one agree, cut or not.
+fn read_cut_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<ToolCallOut>>, String, Vec<String>) {
+    // (Plain text too reads as the stream sends it: the reply's leading and trailing blanks left out.)
+    let mut stream = ReplyStream::new(caller.envelope().clone());
+    let mut events = stream.push(text);
+    events.extend(stream.finish());
+    let (mut content, mut calls) = (String::new(), Vec::<ToolCallOut>::new());
+    for event in events {
+        match event {
+            StreamEvent::Text(t) => content.push_str(&t),
+            StreamEvent::Call { name, .. } => calls.push(ToolCallOut {
+                id: new_id("call").replacen('-', "_", 1),
+                kind: "function",
+                function: FunctionCall { name, arguments: String::new() },
+            }),
+            StreamEvent::Arguments { index, text } => {
+                if let Some(call) = calls.get_mut(index) {
+                    call.function.arguments.push_str(&text);
+                }
+            }
+        }
+    }
+    ((!calls.is_empty()).then_some(calls), content, Vec::new())
+}
+
 fn finish_reason(stop: &StopReason) -> &'static str {
     match stop {
         StopReason::Length | StopReason::ContextFull | StopReason::Cancelled => "length",
@@ -450,13 +478,14 @@ fn finished(g: &Generation, answer: &Answer, model: &stencil_runtime::Model) -> 
     let tools = answer.constraint.as_ref().and_then(|c| c.tools.as_deref());
     let (tool_calls, text, validation_errors) = match (&answer.constraint, tools) {
         (Some(_), Some(caller)) if finish_reason == "stop" => read_calls(caller, &g.text),
+        (Some(_), Some(caller)) => read_cut_calls(caller, &g.text),
         (Some(c), None) if finish_reason == "stop" => (None, g.text.clone(), c.validation_errors(&g.text)),
         _ => (None, g.text.clone(), Vec::new()),
     };
     if !validation_errors.is_empty() {
         tracing::warn!(id = %answer.id, errors = ?validation_errors, "output fails its schema");
     }
-    let finish_reason = if tool_calls.is_some() { "tool_calls" } else { finish_reason };
+    let finish_reason = if tool_calls.is_some() && finish_reason == "stop" { "tool_calls" } else { finish_reason };
     Finished { text, tool_calls, finish_reason, logprobs, validation_errors }
 }
 
