@@ -9,11 +9,13 @@
 //! matcher checks only those suffixes, from the real callers (see [`crate::Matcher`]). A
 //! rule ending exactly at the end of the token needs no check: callers always exist.
 
-use crate::automaton::{Automaton, DEAD};
+use crate::automaton::{Automaton, DEAD, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};
-use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
+use crate::bytes::{ByteSet, PLAIN_ASCII, PLAIN_FIRST_BYTES};
+use crate::earley::{Chart, Item, Scratch};
 use crate::limits::LimitKind;
-use crate::trie::{RunSplit, TextTokens, TokenTrie};
+use crate::vocab::trie::{RunSplit, TextTokens, TokenTrie};
+use crate::vocab::Vocabulary;
 
 /// What the cache knows about one state.
 #[derive(Debug)]
@@ -43,7 +45,7 @@ struct Path {
     /// caller whose callee's start `single` is (see [`Path::record`]).
     chart_item: Vec<Item>,
     /// The bytes the set can take (kept where `single` is none).
-    next_bytes: Vec<[u64; 4]>,
+    next_bytes: Vec<ByteSet>,
     /// Whether the state's rule may end there (an escape).
     escape: Vec<bool>,
     /// How many escapes the path has up to there.
@@ -75,7 +77,7 @@ const MIN_BOUNDED_RUN: u32 = 16;
 pub(crate) fn compute(
     a: &Automaton,
     text: &TextTokens,
-    vocab: &crate::vocab::Vocabulary,
+    vocab: &Vocabulary,
     state: u32,
     scratch: &mut Scratch,
 ) -> Result<StateMasks, LimitKind> {
@@ -111,7 +113,7 @@ pub(crate) fn compute(
         accepted
     } else if reach <= short
         && (a.text.text_reach_exact[state as usize]
-            || a.text.text_reach_bounded[state as usize] && !crate::trie::has_plain_first_byte(follow))
+            || a.text.text_reach_bounded[state as usize] && !follow.intersects(PLAIN_FIRST_BYTES))
     {
         // A count's last characters: the plain tokens short enough are allowed, the
         // others not (where the rule may end on the way, no caller takes plain text after
@@ -138,7 +140,7 @@ pub(crate) fn compute(
         let mut walk_all = [false; 256];
         for b in 0..=255u8 {
             walk_all[b as usize] = match b {
-                0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
+                0..0x80 => (PLAIN_ASCII & !ascii) >> b & 1 == 1,
                 _ => !non_ascii,
             };
         }
@@ -214,7 +216,7 @@ fn reach_along_plain_text(a: &Automaton, state: u32, limit: usize, scratch: &mut
 fn split_run(
     a: &Automaton,
     text: &TextTokens,
-    vocab: &crate::vocab::Vocabulary,
+    vocab: &Vocabulary,
     state: u32,
 ) -> Option<(RunSplit, Vec<u32>)> {
     let (run, len) = a.run(state)?;
@@ -224,12 +226,12 @@ fn split_run(
     let reach = text.all.max_depth.min(len as usize);
     let along: Vec<u32> = std::iter::successors(Some(state), |&s| Some(a.next(s, b'a'))).take(reach + 1).collect();
     // What the run's states take besides the run.
-    let mut next = [0u64; 4];
+    let mut next = ByteSet::EMPTY;
     for &s in &along {
-        next.iter_mut().zip(&a.table.first_bytes[s as usize]).for_each(|(n, f)| *n |= f);
+        next |= a.table.first_bytes[s as usize];
     }
-    (next[0], next[1]) = (next[0] & !(run as u64), next[1] & !((run >> 64) as u64));
-    let takes = |k: usize, b: u8| has_byte(&a.table.first_bytes[along[k] as usize], b);
+    let next = next.without_ascii(run);
+    let takes = |k: usize, b: u8| a.table.first_bytes[along[k] as usize].contains(b);
     let split = text.run_split(vocab, run, len, &next, takes)?;
     Some((split, along))
 }
@@ -243,7 +245,7 @@ fn walk(
     trie: &TokenTrie,
     roots: &[bool; 256],
     chart: &mut Chart,
-    follow: &[u64; 4],
+    follow: &ByteSet,
     accepted: &mut [u32],
     uncertain: &mut Vec<(u32, u32)>,
     cut_at: Option<&rustc_hash::FxHashMap<u32, u32>>,
@@ -254,7 +256,7 @@ fn walk(
     let mut path = Path {
         single: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
         chart_item: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
-        next_bytes: vec![[0u64; 4]; depths],
+        next_bytes: vec![ByteSet::EMPTY; depths],
         escape: vec![false; depths],
         escapes_to: vec![0u32; depths],
         bytes: vec![0u8; depths],
@@ -268,7 +270,7 @@ fn walk(
         it => a.item_bytes(it.state),
     };
     for &(byte, child) in &trie.root_children {
-        if !roots[byte as usize] || !has_byte(&first, byte) {
+        if !roots[byte as usize] || !first.contains(byte) {
             continue;
         }
         // The child's subtree, depth first.
@@ -293,7 +295,7 @@ fn walk(
                     t if a.steps_alone(t, parent.origin) || a.steps_with_callee(t).is_some() => Step::Alone(t),
                     _ => Step::Full,
                 }
-            } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
+            } else if path.next_bytes[depth - 1].contains(node.byte) {
                 Step::Full
             } else {
                 Step::Dead
@@ -348,14 +350,14 @@ fn walk(
                 let at = |t: u32| cut_at.map_or(0, |c| c[&t]);
                 for j in (1..=depth).filter(|&j| path.escape[j]) {
                     if j < depth {
-                        if has_byte(follow, path.bytes[j + 1]) {
+                        if follow.contains(path.bytes[j + 1]) {
                             // The subtree's ids start with those ending here.
                             let ending_here = if path.escape[depth] { trie.tokens(i).len() } else { 0 };
                             let others = &trie.subtree_ids(i)[ending_here..];
                             uncertain.extend(others.iter().map(|&t| (t, at(t) + j as u32)));
                         }
                     } else {
-                        for c in trie.children(i).filter(|&c| has_byte(follow, trie.nodes[c].byte)) {
+                        for c in trie.children(i).filter(|&c| follow.contains(trie.nodes[c].byte)) {
                             uncertain.extend(trie.subtree_ids(c).iter().map(|&t| (t, at(t) + j as u32)));
                         }
                     }
@@ -401,7 +403,7 @@ impl Path {
 /// Whether the callee of `state` (see [`Automaton::steps_with_callee`]) takes `byte`.
 #[inline]
 fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
-    a.steps_with_callee(state).is_some_and(|callee| has_byte(&a.table.first_bytes[callee as usize], byte))
+    a.steps_with_callee(state).is_some_and(|callee| a.table.first_bytes[callee as usize].contains(byte))
 }
 
 /// Whether every token in node `i`'s subtree keeps the one item `parent` alive and alone:
@@ -412,7 +414,7 @@ fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
 #[inline]
 fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) -> bool {
     let (node, p) = (&trie.nodes[i], parent.state as usize);
-    if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !crate::trie::PLAIN_ASCII == 0 {
+    if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !PLAIN_ASCII == 0 {
         let reach = if node.ascii {
             a.text.plain_reach[p]
         } else if node.utf8 {
@@ -437,9 +439,4 @@ fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) 
     } else {
         run == u32::MAX && a.text.utf8_run[p] == u32::MAX
     }
-}
-
-#[inline]
-pub(crate) fn has_byte(set: &[u64; 4], b: u8) -> bool {
-    set[b as usize >> 6] >> (b & 63) & 1 == 1
 }

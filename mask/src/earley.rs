@@ -9,13 +9,11 @@
 //! completes, the step reports an *escape* instead of looking for callers. The token-mask
 //! cache uses this to explore a state's futures independently of its context.
 
-use crate::automaton::{Automaton, StampSet, DEAD};
+use crate::automaton::{Automaton, StampSet, DEAD, NO_ORIGIN};
+use crate::bytes::ByteSet;
 
 /// Sets up to this size are searched for duplicates by a scan; larger ones get an index.
 const SCAN_MAX: usize = 32;
-
-/// Origin of an item whose callers are unknown.
-pub(crate) const NO_ORIGIN: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Item {
@@ -69,12 +67,10 @@ impl Chart {
     }
 
     /// The bytes that some item of the last set can take next.
-    pub fn next_bytes(&self, a: &Automaton) -> [u64; 4] {
-        let mut out = [0u64; 4];
+    pub fn next_bytes(&self, a: &Automaton) -> ByteSet {
+        let mut out = ByteSet::EMPTY;
         for it in self.last() {
-            for (o, f) in out.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
-                *o |= f;
-            }
+            out |= a.table.first_bytes[it.state as usize];
         }
         out
     }

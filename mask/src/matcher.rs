@@ -1,12 +1,13 @@
 //! [`CompiledGrammar`] (immutable, shared) and [`Matcher`] (one per sequence).
 
-use crate::automaton::Automaton;
+use crate::automaton::{Automaton, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};
+use crate::bytes::ByteSet;
 use crate::cache::{self, StateMasks};
-use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
+use crate::earley::{Chart, Item, Scratch};
 use crate::error::{CompileError, MatchError};
 use crate::limits::{LimitKind, Limits};
-use crate::trie::{TextTokens, TokenTrie};
+use crate::vocab::trie::{TextTokens, TokenTrie};
 use crate::vocab::Vocabulary;
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
@@ -384,12 +385,12 @@ impl Matcher {
         scratch: &mut Scratch,
     ) -> Result<(), MatchError> {
         let mut result = Ok(());
-        let mut next_bytes: Vec<[u64; 4]> = vec![self.chart.next_bytes(a)];
+        let mut next_bytes: Vec<ByteSet> = vec![self.chart.next_bytes(a)];
         let mut i = 1;
         while result.is_ok() && i < suffixes.nodes.len() {
             let node = suffixes.nodes[i];
             let depth = node.depth as usize;
-            if !cache::has_byte(&next_bytes[depth - 1], node.byte) {
+            if !next_bytes[depth - 1].contains(node.byte) {
                 i = node.subtree_end as usize;
                 continue;
             }
@@ -510,17 +511,7 @@ impl Matcher {
             if set.iter().any(|it| it.state == a.accept_state || !a.edges.token_edges[it.state as usize].is_empty()) {
                 break;
             }
-            let mut first = [0u64; 4];
-            for it in set {
-                for (w, f) in first.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
-                    *w |= f;
-                }
-            }
-            if first.iter().map(|w| w.count_ones()).sum::<u32>() != 1 {
-                break;
-            }
-            let i = first.iter().position(|&w| w != 0).unwrap();
-            let b = (i * 64 + first[i].trailing_zeros() as usize) as u8;
+            let Some(b) = self.chart.next_bytes(a).only() else { break };
             let info = self.chart.scan_byte(a, b, &mut scratch);
             if info.overflow || self.chart.last().is_empty() {
                 break;

@@ -13,7 +13,6 @@ use stencil_schema::{SchemaOptions, Unenforced};
 use stencil_tools::{CallOptions, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 use crate::error::ApiError;
-use crate::request::ToolRequest;
 
 /// A request's constraint, before compiling.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,6 +65,39 @@ impl ConstraintSpec {
             ConstraintSpec::Gbnf(g) => format!("gbnf\0{g}"),
             ConstraintSpec::Regex(r) => format!("regex\0{r}"),
         })
+    }
+}
+
+/// A reply with tools, before compiling: the tools it may call, and how (the grammar of
+/// the whole reply, calls or text, comes from [`compile_tools`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// The OpenAI tool list (possibly empty).
+    pub tools: Value,
+    /// `tool_choice`.
+    pub choice: ToolChoice,
+    /// `parallel_tool_calls` (OpenAI's default: true).
+    pub parallel: bool,
+}
+
+impl ToolSpec {
+    /// How the reply is decoded: up to 4 calls with `parallel`, else 1; the reply as one
+    /// grammar (the calls' names from the closed set, each call's arguments under its
+    /// tool's schema, or plain text under `auto`).
+    ///
+    /// ```
+    /// use stencil_server::constraint::ToolSpec;
+    /// use stencil_tools::ToolChoice;
+    /// let spec = ToolSpec { tools: serde_json::json!([]), choice: ToolChoice::Auto, parallel: false };
+    /// assert!(!spec.call_options().parallel);
+    /// ```
+    pub fn call_options(&self) -> CallOptions {
+        CallOptions { choice: self.choice.clone(), parallel: self.parallel, ..CallOptions::default() }
+    }
+
+    /// The cache key: the choice, the parallel flag and the tools.
+    fn key(&self) -> String {
+        format!("tools\0{:?}\0{}\0{}", self.choice, self.parallel, self.tools)
     }
 }
 
@@ -153,28 +185,21 @@ pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<
     Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None }))
 }
 
-/// How a reply with tools is decoded: up to 4 calls with `parallel`, else 1; the reply as
-/// one grammar (the calls' names from the closed set, each call's arguments under its
-/// tool's schema, or plain text under `auto`).
-pub fn call_options(request: &ToolRequest) -> CallOptions {
-    CallOptions { choice: request.choice.clone(), parallel: request.parallel, ..CallOptions::default() }
-}
-
-/// The tool caller for `request` and, unless the choice is `none` or there are no tools,
+/// The tool caller for `spec` and, unless the choice is `none` or there are no tools,
 /// the grammar of the whole reply.
 ///
 /// # Errors
 ///
 /// A 400 for a tool list that is not OpenAI's shape or whose parameter schemas do not
 /// compile (param `tools`), or a `tool_choice` naming no tool of the list.
-pub fn compile_tools(request: &ToolRequest, model: &stencil_runtime::Model) -> Result<Constraint, ApiError> {
-    let set = ToolSet::from_openai_value(&request.tools)
+pub fn compile_tools(spec: &ToolSpec, model: &stencil_runtime::Model) -> Result<Constraint, ApiError> {
+    let set = ToolSet::from_openai_value(&spec.tools)
         .map_err(|e| ApiError::invalid(format!("invalid tools: {e}"), Some("tools")).with_code("invalid_tools"))?;
     let caller = Arc::new(ToolCaller::new(model, set));
-    let grammar = if caller.tools().is_empty() || request.choice == ToolChoice::None {
+    let grammar = if caller.tools().is_empty() || spec.choice == ToolChoice::None {
         None
     } else {
-        let grammar = caller.reply_grammar(&call_options(request)).map_err(|e| match e {
+        let grammar = caller.reply_grammar(&spec.call_options()).map_err(|e| match e {
             ToolError::UnknownTool(_) | ToolError::NoTools(_) => ApiError::invalid(e.to_string(), Some("tool_choice")),
             other => ApiError::invalid(other.to_string(), Some("tools")),
         })?;
@@ -234,18 +259,17 @@ impl GrammarCache {
         self.get_or_build(key, || Ok(compile(spec, vocab)?.expect("a constraint"))).map(Some)
     }
 
-    /// The compiled tools of `request` (see [`compile_tools`]), from the cache or compiled now.
+    /// The compiled tools of `spec` (see [`compile_tools`]), from the cache or compiled now.
     ///
     /// # Errors
     ///
     /// As [`compile_tools`].
     pub fn get_or_compile_tools(
         &self,
-        request: &ToolRequest,
+        spec: &ToolSpec,
         model: &stencil_runtime::Model,
     ) -> Result<Arc<Constraint>, ApiError> {
-        let key = format!("tools\0{:?}\0{}\0{}", request.choice, request.parallel, request.tools);
-        self.get_or_build(key, || compile_tools(request, model))
+        self.get_or_build(spec.key(), || compile_tools(spec, model))
     }
 
     /// The entry under `key`, or `build`'s result, kept (errors are not kept).

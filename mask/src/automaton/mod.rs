@@ -38,6 +38,7 @@ mod sets;
 mod split;
 mod text;
 
+use crate::bytes::ByteSet;
 use crate::error::CompileError;
 use crate::limits::Limits;
 use crate::vocab::Vocabulary;
@@ -45,11 +46,15 @@ use nfa::Regexes;
 use split::Rules;
 use stencil_grammar::Grammar;
 
-pub(crate) use classes::{ClassMap, UTF8_LEADS};
+pub(crate) use classes::ClassMap;
 pub(crate) use rows::{Rows, StampSet};
 
 /// "No transition".
 pub(crate) const DEAD: u32 = u32::MAX;
+
+/// The origin of an Earley item whose callers are unknown (see [`crate::earley`]): the
+/// mask cache's items, and what [`Automaton::steps_alone`] asks about.
+pub(crate) const NO_ORIGIN: u32 = u32::MAX;
 
 /// A whole-token terminal: `<[id]>` or `!<[id]>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +103,7 @@ pub(crate) struct Table {
     /// Per state: whether its rule may end there.
     pub is_final: Vec<bool>,
     /// The bytes a state has transitions on (filled by [`text::facts`], once trimmed).
-    pub first_bytes: Vec<[u64; 4]>,
+    pub first_bytes: Vec<ByteSet>,
 }
 
 /// The edges that are not bytes (filled by [`build`], trimmed by [`analysis`]).
@@ -120,7 +125,7 @@ pub(crate) struct RuleFacts {
     /// Whether the rule matches the empty input.
     pub nullable: Vec<bool>,
     /// The bytes that can come right after the rule ends, in any context.
-    pub follow: Vec<[u64; 4]>,
+    pub follow: Vec<ByteSet>,
 }
 
 /// The Earley closures (see [`analysis::compute_closures`]).
@@ -252,11 +257,11 @@ impl Automaton {
     #[inline]
     pub fn steps_alone(&self, state: u32, origin: u32) -> bool {
         self.closures.simple[state as usize]
-            || (origin == crate::earley::NO_ORIGIN && self.edges.calls[state as usize].is_empty())
+            || (origin == NO_ORIGIN && self.edges.calls[state as usize].is_empty())
     }
 
     /// Whether `state` has a transition on some byte.
     pub fn has_byte_edges(&self, state: u32) -> bool {
-        self.table.first_bytes[state as usize].iter().any(|&w| w != 0)
+        !self.table.first_bytes[state as usize].is_empty()
     }
 }
