@@ -158,6 +158,7 @@ fn the_mean_logprob_leaves_out_single_choice_steps() {
         for (&t, lp) in g.tokens.iter().zip(&g.logprobs) {
             let mut mask = bitmask::new_mask(s.vocab().mask_width());
             m.fill_mask(&mut mask).unwrap();
+            bitmask::clear(&mut mask, 0); // ignore_eos
             if bitmask::count(&mask) > 1 {
                 with_choice.push(f64::from(lp.expect("every token was sampled")));
             } else {
