@@ -2,9 +2,11 @@
 //! subschemas from a start, each step a subschema of the one before (under an applicator,
 //! `properties`, `items`...) or the target of its `$ref`, `$dynamicRef` or
 //! `$recursiveRef`. The crate recurses once per step when it builds a validator and
-//! again when it validates, so this depth bounds the stack it needs: [`crate::Validator`]
-//! refuses a schema deeper than [`crate::SchemaLimits::max_depth`] (the compiler's own
-//! bound) and runs the crate on a stack sized for the depth ([`stack_for`]).
+//! again when it validates, so this depth bounds the stack it needs; and an instance that
+//! fails every `anyOf` branch makes it walk every path, so their number bounds its time.
+//! [`crate::Validator`] refuses a schema deeper than [`crate::SchemaLimits::max_depth`]
+//! (the compiler's own bound) or with more than [`max_paths`] paths from a subschema, and
+//! runs the crate on a stack sized for the depth ([`stack_for`]).
 //!
 //! Computed without recursion (an explicit stack), in time linear in the subschemas and
 //! references reached. A path that comes back to a subschema already on it stops there:
@@ -14,28 +16,11 @@
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
 
-use crate::resolve::{push_token, Loc, Resources};
+use crate::resolve::{push_token, Loc, Resources, ARRAYS, SINGLE};
 use crate::{Registry, SchemaError};
 
-/// Keywords whose value is a subschema the validator applies (`$defs` and `definitions`
-/// are not applied: they are reached through references).
-const SINGLE: &[&str] = &[
-    "additionalProperties",
-    "additionalItems",
-    "items",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contentSchema",
-];
-/// Keywords whose value is an array of subschemas.
-const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
-/// Keywords whose value is a map of subschemas.
+/// Keywords whose value is a map of subschemas the validator applies (`$defs` and
+/// `definitions` are not applied: they are reached through references).
 const MAPS: &[&str] = &["properties", "patternProperties", "dependentSchemas", "dependencies"];
 /// Reference keywords.
 const REFS: &[&str] = &["$ref", "$dynamicRef", "$recursiveRef"];

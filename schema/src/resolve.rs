@@ -40,7 +40,7 @@ pub(crate) struct Resources<'a> {
 }
 
 /// Keywords whose value is one subschema.
-const SINGLE: &[&str] = &[
+pub(crate) const SINGLE: &[&str] = &[
     "additionalProperties",
     "additionalItems",
     "items",
@@ -55,7 +55,7 @@ const SINGLE: &[&str] = &[
     "contentSchema",
 ];
 /// Keywords whose value is an array of subschemas.
-const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+pub(crate) const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
 const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
