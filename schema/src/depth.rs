@@ -37,6 +37,7 @@ pub(crate) fn stack_for(depth: usize) -> usize {
 /// the longest path and the number of paths found below it so far.
 struct Frame {
     node: u32,
+    loc: Loc,
     next: Vec<Loc>,
     at: usize,
     longest: usize,
@@ -59,9 +60,6 @@ pub(crate) struct Depths {
     /// Per subschema: `None` while it is on the path, then what the walk from it found.
     done: Vec<Option<Walk>>,
 }
-
-/// Past either bound, the walk from a subschema is too big for any later walk too.
-const TOO_BIG: Walk = Walk { depth: usize::MAX, paths: u64::MAX };
 
 impl Depths {
     /// The walk from `start` in `res` (the documents; remote ones come from `registry`):
@@ -112,7 +110,7 @@ impl Depths {
                         self.ids.insert(loc.clone(), id);
                         self.done.push(None);
                         let next = steps(res, registry, &loc);
-                        path.push(Frame { node: id, next, at: 0, longest: 0, paths: 1 });
+                        path.push(Frame { node: id, loc, next, at: 0, longest: 0, paths: 1 });
                     }
                 }
             }
@@ -124,12 +122,11 @@ impl Depths {
             }
             let f = path.pop().expect("a frame");
             let w = Walk { depth: f.longest.saturating_add(1), paths: f.paths };
-            if w.paths > max {
-                let loc = self.ids.iter().find(|(_, &id)| id == f.node).map(|(l, _)| l.clone()).unwrap_or_default();
-                path.push(f);
-                return Err(self.too_big(&path, res.display(&loc), limits, true));
-            }
+            // Known from here on (too many paths from it is its own property).
             self.done[f.node as usize] = Some(w);
+            if w.paths > max {
+                return Err(self.too_big(&path, res.display(&f.loc), limits, true));
+            }
             match path.last_mut() {
                 Some(parent) => {
                     parent.longest = parent.longest.max(w.depth);
@@ -141,10 +138,11 @@ impl Depths {
         Ok(result)
     }
 
-    /// The error at `pointer`; the subschemas on `path` are marked too big.
+    /// The error at `pointer`; the subschemas on `path`, left unfinished, are forgotten (a
+    /// later walk from one of them starts afresh).
     fn too_big(&mut self, path: &[Frame], pointer: String, limits: &crate::SchemaLimits, paths: bool) -> SchemaError {
         for f in path {
-            self.done[f.node as usize] = Some(TOO_BIG);
+            self.ids.remove(&f.loc);
         }
         let (limit, value, reason) = if paths {
             let max = max_paths(limits);
@@ -273,5 +271,13 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // The walk that failed leaves nothing behind: from `b`, the chain fits.
+        let registry = Registry::new();
+        let mut res = Resources::new(&chain, crate::Draft::default());
+        let limits = crate::SchemaLimits { max_depth: 3, ..Default::default() };
+        let mut depths = Depths::default();
+        assert!(depths.walk(&mut res, &registry, (0, String::new()), &limits).is_err());
+        let from_b = depths.walk(&mut res, &registry, (0, "/$defs/b".into()), &limits).unwrap();
+        assert_eq!(from_b.depth, 2);
     }
 }
