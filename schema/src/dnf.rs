@@ -188,7 +188,11 @@ impl<'o> Ctx<'o> {
             }
             let mut b = b;
             b.insert(m);
-            out.extend(self.expand(b, sid, negated)?);
+            // A reference or applicator followed is one level deeper (`max_depth`).
+            self.budget.depth += 1;
+            let expanded = self.check_depth(sid).and_then(|()| crate::compile::grow(|| self.expand(b, sid, negated)));
+            self.budget.depth -= 1;
+            out.extend(expanded?);
             if out.len() > self.opts.limits.max_branches {
                 let p = self.loc.ptr(sid);
                 let max = self.opts.limits.max_branches;

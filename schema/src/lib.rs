@@ -73,6 +73,7 @@
 #![warn(missing_docs)]
 
 mod compile;
+mod depth;
 mod dnf;
 mod ecma;
 mod emit;
@@ -274,9 +275,14 @@ pub struct SchemaOptions {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaLimits {
-    /// Subschemas nested inside one another while compiling (through `properties`, `items`,
-    /// `$ref` chains...; a recursive schema counts each distinct subschema once, so
-    /// recursion itself is not limited). Default 128: compiling recurses once per level.
+    /// The depth of the compile's walk: a value nested in another (`properties`, `items`,
+    /// ...) is one level deeper, and so is each reference or applicator followed to reach
+    /// a subschema (`$ref`, `$dynamicRef`, `allOf`, `anyOf`, `oneOf`, `if`); a recursive
+    /// schema counts each distinct subschema once, so recursion itself is not limited.
+    /// Default 4,096: a chain of 2,000 `$ref`s compiles. The walk needs no more stack than
+    /// the caller's thread has (it continues on new segments), but the `jsonschema`
+    /// validator recurses once per level too, and [`Validator`] refuses schemas deeper
+    /// than this default.
     pub max_depth: usize,
     /// Branches of one value after expanding `anyOf`/`oneOf` (and their products through
     /// `allOf` and `$ref`). Default 1024.
@@ -301,7 +307,7 @@ pub struct SchemaLimits {
 impl Default for SchemaLimits {
     fn default() -> Self {
         SchemaLimits {
-            max_depth: 128,
+            max_depth: 4096,
             max_branches: 1024,
             max_rules: 200_000,
             max_repetition: 10_000,
