@@ -20,6 +20,15 @@
 //! give the output they give without it, token for token (as long as llama.cpp's logits
 //! for a position verified in a batch equal those of one-token decoding).
 //!
+//! **Flash attention** ([`SessionOptions::flash_attention`](crate::SessionOptions::flash_attention)):
+//! llama.cpp's CPU kernel evaluates the query rows of a pass one by one, so a verified row
+//! costs a whole attention pass, and only likely drafts pay; without it attention is
+//! matrix products over all rows, verifying is much cheaper (SmolLM2 on copy-heavy
+//! extractions: 1.27× → 1.75× over plain decoding, BENCHMARKS.md), but a row verified in a
+//! batch no longer rounds like a one-token step, and greedy output may part from the output
+//! without speculation at a near-tie (`runtime/tests/batch.rs` bounds the parting margins
+//! by rounding noise measured on other tasks).
+//!
 //! **Draft length**: at most `max_draft` tokens. A prompt-lookup draft is then cut where
 //! its expected gain is largest ([`policy`]: the acceptance of earlier drafts found the same
 //! way, against the measured cost of a forward pass's rows; a draft may be dropped whole).
