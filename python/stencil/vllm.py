@@ -143,19 +143,15 @@ class StencilGrammar(_GrammarBase):
     # stop on them): never allowed.
     blocked_ids: frozenset[int] = frozenset()
     num_processed_tokens: int = field(default=0, repr=False, init=False)
-    # Tokens handed to accept_tokens after EOS, ignored but counted so that a
-    # rollback of `n` undoes exactly the last `n` tokens it was given.
-    _ignored: int = field(default=0, repr=False, init=False)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         """Accepts `tokens` in order and advances. True when all were accepted; tokens
-        after the one that terminated the grammar (EOS) are ignored. False (and a logged
-        error) on the first refused token, the tokens before it staying accepted, as in
-        the xgrammar backend."""
+        after the one that terminated the grammar (EOS) are ignored and not counted, as
+        in vLLM's xgrammar and guidance backends. False (and a logged error) on the first
+        refused token, the tokens before it staying accepted."""
         for token in tokens:
             if self.matcher.is_terminated():
-                self._ignored += 1
-                continue
+                break
             if (
                 not self._in_range(token)
                 or token in self.blocked_ids
@@ -184,15 +180,12 @@ class StencilGrammar(_GrammarBase):
         return list(tokens[:k])
 
     def rollback(self, num_tokens: int) -> None:
-        """Undoes the last `num_tokens` tokens given to accept_tokens (none when <= 0)."""
+        """Undoes the last `num_tokens` accepted tokens, EOS included (none when <= 0)."""
+        num_tokens = min(num_tokens, self.matcher.num_tokens)
         if num_tokens <= 0:
             return
-        lag = min(num_tokens, self._ignored)
-        self._ignored -= lag
-        num_tokens -= lag
-        if num_tokens:
-            self.matcher.rollback(num_tokens)
-            self.num_processed_tokens -= num_tokens
+        self.matcher.rollback(num_tokens)
+        self.num_processed_tokens -= num_tokens
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
         """Writes the allowed-token bits into row `idx` of `bitmask` (a CPU int32 tensor)."""
@@ -213,7 +206,6 @@ class StencilGrammar(_GrammarBase):
     def reset(self) -> None:
         self.matcher.reset()
         self.num_processed_tokens = 0
-        self._ignored = 0
 
     def find_jump_string(self) -> str | None:
         """The text every continuation starts with (jump-forward), or None."""
@@ -236,6 +228,18 @@ class StencilBackend(_BackendBase):
     """Engine-level backend (vLLM's `StructuredOutputBackend`): one vocabulary and one
     compiler for the model's tokenizer, grammars compiled per request."""
 
+    @staticmethod
+    def is_tokenizer_supported(tokenizer: Any) -> bool:
+        """Whether the backend can be built for `tokenizer`: a Hugging Face fast tokenizer
+        (vLLM's front end asks its guidance backend this, by this name)."""
+        if type(tokenizer).__name__ == "MistralTokenizer":
+            return False
+        try:
+            from transformers import PreTrainedTokenizerFast
+        except ImportError:  # pragma: no cover - vLLM depends on transformers
+            return bool(getattr(tokenizer, "is_fast", False))
+        return isinstance(tokenizer, PreTrainedTokenizerFast)
+
     def __post_init__(self) -> None:
         cfg = _so_config(self.vllm_config)
         self.disable_any_whitespace = bool(getattr(cfg, "disable_any_whitespace", False))
@@ -245,7 +249,7 @@ class StencilBackend(_BackendBase):
         # vLLM has no strictness knob: like its other backends, compile what can be
         # enforced and log the rest (STENCIL_VLLM_STRICT=1 refuses such schemas).
         self.strict = env_flag("STENCIL_VLLM_STRICT")
-        if type(self.tokenizer).__name__ == "MistralTokenizer":
+        if not self.is_tokenizer_supported(self.tokenizer):
             raise ValueError(
                 "the Stencil backend needs a Hugging Face fast tokenizer; "
                 "use tokenizer_mode='hf' for Mistral models"
@@ -301,17 +305,41 @@ class StencilBackend(_BackendBase):
         pass
 
 
+# Where a JSON Schema holds subschemas: maps of them, and single ones or lists of them.
+# Everything else (`const`, `enum`, `default`, `examples`...) is data, left as it is.
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMAS = (
+    "additionalProperties", "unevaluatedProperties", "propertyNames", "contains", "items",
+    "prefixItems", "additionalItems", "unevaluatedItems", "not", "if", "then", "else",
+    "allOf", "anyOf", "oneOf", "contentSchema",
+)
+
+
 def _no_additional_properties(schema: Any) -> Any:
-    """vLLM's disable_additional_properties: `additionalProperties: false` wherever an
-    object lists properties and says nothing about the others (a copy)."""
-    if isinstance(schema, dict):
-        out = {k: _no_additional_properties(v) for k, v in schema.items()}
-        if "additionalProperties" not in out and ("properties" in out or "patternProperties" in out):
-            out["additionalProperties"] = False
-        return out
+    """vLLM's disable_additional_properties: `additionalProperties: false` in every
+    (sub)schema that lists properties and says nothing about the others. A new schema;
+    literal values (`const`, `enum`...) are not rewritten even when they hold a
+    "properties" key.
+
+        >>> _no_additional_properties({"properties": {"a": {"const": {"properties": 1}}}})
+        {'properties': {'a': {'const': {'properties': 1}}}, 'additionalProperties': False}
+    """
     if isinstance(schema, list):
-        return [_no_additional_properties(v) for v in schema]
-    return schema
+        return [_no_additional_properties(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: _no_additional_properties(v) for k, v in out[key].items()}
+    for key in _SUBSCHEMAS:
+        if isinstance(out.get(key), (dict, list)):
+            out[key] = _no_additional_properties(out[key])
+    if "additionalProperties" not in out and (
+        isinstance(out.get("properties"), dict) or isinstance(out.get("patternProperties"), dict)
+    ):
+        out["additionalProperties"] = False
+    return out
 
 
 def _kind(request_type: Any) -> str:
@@ -380,9 +408,13 @@ def _check_compiler(tokenizer: Any = None) -> Compiler:
     hit = _CHECK_COMPILERS.get(key)
     if hit is not None and hit[0] is tokenizer:
         return hit[1]
-    if tokenizer is not None and hasattr(tokenizer, "get_vocab") and hasattr(tokenizer, "convert_ids_to_tokens"):
-        vocab = Vocab.from_huggingface(tokenizer)
-    else:
+    vocab = None
+    if tokenizer is not None and StencilBackend.is_tokenizer_supported(tokenizer):
+        try:
+            vocab = Vocab.from_huggingface(tokenizer)
+        except Exception as e:  # a tokenizer object Stencil cannot read: check without it
+            logger.warning("Stencil: front-end check without the model's vocabulary (%s)", e)
+    if vocab is None:
         tokens: list[bytes | None] = [bytes([b]) for b in range(256)] + [None]
         vocab = Vocab.from_tokens(tokens, eos_ids=[256])
     compiler = Compiler(vocab)
@@ -447,8 +479,11 @@ def register() -> None:
     import importlib
 
     import vllm.v1.structured_output as so
+    import vllm.v1.structured_output.backend_guidance as bg
 
     so.GuidanceBackend = StencilBackend  # type: ignore[attr-defined]
+    # The front end asks backend_guidance.GuidanceBackend.is_tokenizer_supported.
+    bg.GuidanceBackend = StencilBackend  # type: ignore[attr-defined]
     for name in _FRONT_END_MODULES:
         try:
             mod = importlib.import_module(name)

@@ -68,7 +68,9 @@ def test_disable_additional_properties(smollm2_tokenizer, smollm2_compiler):
             assert g.accept_tokens("r", [text_tokens[n]])
 
 
-def test_tokens_after_eos_are_ignored_and_counted_by_rollback(backend, smollm2_compiler):
+def test_tokens_after_eos_are_ignored_and_not_counted(backend, smollm2_compiler):
+    """As in vLLM's xgrammar and guidance backends: tokens after EOS are accepted and
+    ignored; a rollback counts EOS and the tokens before it."""
     spec = json_spec(RECORD, "record")
     g = backend.compile_grammar(sv.StructuredOutputOptions.JSON, spec.spec)
     ref = smollm2_compiler.compile_json_schema(RECORD, whitespace="flexible", strict=False)
@@ -79,21 +81,37 @@ def test_tokens_after_eos_are_ignored_and_counted_by_rollback(backend, smollm2_c
     assert g.is_terminated()
     assert g.num_processed_tokens == len(body) + 1
     assert g.validate_tokens([extra]) == []
-    g.rollback(3)  # the two ignored tokens, then EOS
+    g.rollback(3)  # EOS and the last two tokens of the body
     assert not g.is_terminated()
-    assert g.num_processed_tokens == len(body)
+    assert g.num_processed_tokens == len(body) - 2
     words = stencil.bitmask_words(backend.vocab_size)
     row = torch.zeros((1, words), dtype=torch.int32)
     g.fill_bitmask(row, 0)
-    np.testing.assert_array_equal(row[0].numpy(), mask_row(replay(ref, body), words))
+    np.testing.assert_array_equal(row[0].numpy(), mask_row(replay(ref, body[:-2]), words))
     g.rollback(0)
     g.rollback(-1)
-    assert g.num_processed_tokens == len(body)
-    assert g.accept_tokens("r", [eos]) and g.is_terminated()
+    assert g.num_processed_tokens == len(body) - 2
+    assert g.accept_tokens("r", body[-2:] + [eos]) and g.is_terminated()
+    g.rollback(10**6)  # more than were accepted: back to the start
+    assert g.num_processed_tokens == 0 and g.matcher.num_tokens == 0
+    assert g.accept_tokens("r", [eos]) is False  # nothing yet: EOS refused
     g.reset()
     assert not g.is_terminated() and g.num_processed_tokens == 0
     g.fill_bitmask(row, 0)
     np.testing.assert_array_equal(row[0].numpy(), mask_row(stencil.Matcher(ref), words))
+
+
+def test_disable_additional_properties_leaves_literals_alone(smollm2_tokenizer):
+    """const/enum values holding a "properties" key are data, not schemas (vLLM #58695)."""
+    feature = {"type": "Feature", "properties": {"name": "HQ"}}
+    for schema in ({"const": feature}, {"enum": [feature]}, {"type": "object", "default": feature}):
+        assert sv._no_additional_properties(schema) == schema
+    nested = {"anyOf": [{"properties": {"a": {"type": "object", "properties": {}}}}], "$defs": {"x": {"properties": {}}}}
+    out = sv._no_additional_properties(nested)
+    assert out["anyOf"][0]["additionalProperties"] is False
+    assert out["anyOf"][0]["properties"]["a"]["additionalProperties"] is False
+    assert out["$defs"]["x"]["additionalProperties"] is False
+    assert "additionalProperties" not in nested["anyOf"][0]  # the input is not modified
 
 
 def test_refused_token_returns_false(backend, smollm2_compiler):

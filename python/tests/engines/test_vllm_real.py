@@ -101,7 +101,7 @@ def test_plugin_entry_point_registers(spec_config, monkeypatch):
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
-    assert so.GuidanceBackend is sv.StencilBackend
+    assert so.GuidanceBackend is sv.StencilBackend and bg.GuidanceBackend is sv.StencilBackend
     assert bg.validate_guidance_grammar is sv.validate_stencil_grammar
     assert sp._get_llg_tokenizer is sv._front_end_tokenizer
     calls = []
@@ -301,3 +301,19 @@ def test_structural_tag_is_refused_in_the_front_end(spec_config):
     sp_ = SamplingParams(max_tokens=5, structured_outputs=StructuredOutputsParams(structural_tag=tag))
     with pytest.raises(VLLMValidationError, match="structural_tag"):
         InputProcessor(spec_config).process_inputs("t", {"prompt_token_ids": [1, 2]}, sp_, ("generate",))
+
+
+def test_front_end_refuses_tokenizers_stencil_cannot_read(spec_config, hf_tokenizer):
+    """A slow or Mistral tokenizer is refused in the front end (vLLM asks the registered
+    backend), not in the engine core."""
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import StructuredOutputsParams
+
+    class Slow:
+        is_fast = False
+
+    sp_ = SamplingParams(max_tokens=5, structured_outputs=StructuredOutputsParams(regex="[0-9]"))
+    with pytest.raises(VLLMValidationError, match="fast"):
+        sp_._validate_structured_outputs(spec_config.model_config, spec_config.structured_outputs_config, Slow())
+    assert sv.StencilBackend.is_tokenizer_supported(hf_tokenizer)
