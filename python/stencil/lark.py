@@ -8,7 +8,7 @@ character:
     >>> print(lark_to_gbnf('start: "id=" NUM\\nNUM: /[0-9]{2,4}/'))
     root ::= start
     start ::= "id=" NUM
-    NUM ::= ([0-9]){2,4}
+    NUM ::= (([0-9]){2,4})
 
 What is read: rules (`name:`, with the `?`, `!` and `_` prefixes and `.N` priorities, which
 only shape Lark's trees), terminals (`NAME:`), alternatives (`|`, also at the start of a

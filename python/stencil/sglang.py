@@ -179,7 +179,7 @@ class StencilGrammar(_ObjectBase):
         """-inf on the logits of disallowed tokens (xgrammar's GPU kernel when available;
         Stencil's torch implementation otherwise)."""
         if getattr(logits, "is_cuda", False):
-            try:  # pragma: no cover - needs a GPU and xgrammar
+            try:  # pragma: no cover - CUDA logits: needs a GPU
                 import xgrammar
 
                 xgrammar.apply_token_bitmask_inplace(logits, vocab_mask.to(logits.device))
@@ -344,7 +344,7 @@ def register(name: str = BACKEND_NAME) -> None:
 if __name__ == "__mp_main__":  # pragma: no cover - a spawned SGLang child of `python -m`
     register()
 
-if __name__ == "__main__":  # pragma: no cover - needs SGLang
+if __name__ == "__main__":
     register()
     from sglang.srt.server_args import prepare_server_args
 

@@ -98,3 +98,13 @@ def test_is_lark():
     assert not is_lark('root ::= "a"')
     assert not is_lark('# a comment: x\nroot ::= "a" # start: x')
     assert not is_lark("   \n")
+
+
+def test_module_example():
+    """The example of stencil.lark's docstring, as printed there."""
+    import stencil.lark as lark_module
+
+    doc = lark_module.__doc__
+    want = doc[doc.index("    root ::= start") : doc.index("\n\nWhat is read")]
+    got = lark_to_gbnf('start: "id=" NUM\nNUM: /[0-9]{2,4}/')
+    assert got.rstrip("\n") == "\n".join(line[4:] for line in want.split("\n"))

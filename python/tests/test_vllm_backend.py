@@ -58,14 +58,18 @@ def test_disable_additional_properties(smollm2_tokenizer, smollm2_compiler):
     closed = dict(open_schema, additionalProperties=False)
     g = b.compile_grammar(sv.StructuredOutputOptions.JSON, json.dumps(open_schema))
     ref = smollm2_compiler.compile_json_schema(closed, whitespace="compact", strict=False)
-    text_tokens = tokens_for(smollm2_compiler.vocab, ref, '{"a":true}')
-    words = stencil.bitmask_words(b.vocab_size)
-    for n in range(len(text_tokens) + 1):
+    assert_masks_along(g, ref, tokens_for(smollm2_compiler.vocab, ref, '{"a":true}'), b.vocab_size)
+
+
+def assert_masks_along(g, ref, tokens, vocab_size):
+    """Accepting `tokens` one by one, each mask of `g` equals a replay of `ref`'s."""
+    words = stencil.bitmask_words(vocab_size)
+    for n in range(len(tokens) + 1):
         row = torch.zeros((1, words), dtype=torch.int32)
         g.fill_bitmask(row, 0)
-        np.testing.assert_array_equal(row[0].numpy(), mask_row(replay(ref, text_tokens[:n]), words))
-        if n < len(text_tokens):
-            assert g.accept_tokens("r", [text_tokens[n]])
+        np.testing.assert_array_equal(row[0].numpy(), mask_row(replay(ref, tokens[:n]), words))
+        if n < len(tokens):
+            assert g.accept_tokens("r", [tokens[n]])
 
 
 def test_tokens_after_eos_are_ignored_and_not_counted(backend, smollm2_compiler):
@@ -191,14 +195,7 @@ def test_lark_grammar_is_converted(backend, smollm2_compiler):
     written in GBNF by hand."""
     g = backend.compile_grammar(sv.StructuredOutputOptions.GRAMMAR, LARK)
     ref = smollm2_compiler.compile_grammar('root ::= "id=" [0-9]{2,4}')
-    words = stencil.bitmask_words(backend.vocab_size)
-    toks = tokens_for(smollm2_compiler.vocab, ref, "id=2024")
-    for n in range(len(toks) + 1):
-        row = torch.zeros((1, words), dtype=torch.int32)
-        g.fill_bitmask(row, 0)
-        np.testing.assert_array_equal(row[0].numpy(), mask_row(replay(ref, toks[:n]), words))
-        if n < len(toks):
-            assert g.accept_tokens("r", [toks[n]])
+    assert_masks_along(g, ref, tokens_for(smollm2_compiler.vocab, ref, "id=2024"), backend.vocab_size)
 
 
 def test_lark_errors_are_located(backend):

@@ -140,3 +140,38 @@ def test_every_base_method_the_scheduler_calls_is_overridden():
         assert ours is not inspect.getattr_static(base, name), name
         ours_fn = ours.__func__ if isinstance(ours, staticmethod) else ours
         assert list(inspect.signature(ours_fn).parameters) == list(inspect.signature(fn).parameters), name
+
+
+def test_a_custom_backend_is_not_wrapped_for_reasoning(hf_tokenizer, sglang_ref_compiler):
+    """SGLang 0.5.23 returns a registered backend before it wraps backends in
+    ReasonerGrammarBackend: with a reasoning parser, Stencil's backend constrains from the
+    first token (python/README.md says so; this fails when SGLang changes it)."""
+    from sglang.srt.constrained.base_grammar_backend import create_grammar_backend
+    from sglang.srt.runtime_context import get_context
+
+    sg.register()
+    override = get_context().override_server_args(grammar_backend="stencil", reasoning_parser="deepseek-r1")
+    server_args = override.install()
+    try:
+        end = hf_tokenizer.convert_tokens_to_ids("</think>")
+        backend = create_grammar_backend(server_args, hf_tokenizer, MODEL_LOGITS, {2}, think_end_ids=[end])
+        assert type(backend) is sg.StencilGrammarBackend
+    finally:
+        override.restore()
+
+
+def test_the_server_entry_point_offers_the_stencil_backend():
+    """`python -m stencil.sglang` registers the backend and hands its arguments to
+    SGLang's server: its --help lists "stencil" among the grammar backends."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "stencil.sglang", "--help"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    choices = re.search(r"--grammar-backend \{([^}]*)\}", out.stdout)
+    assert choices and "stencil" in choices.group(1).split(","), out.stdout[:2000]

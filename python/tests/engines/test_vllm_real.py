@@ -317,3 +317,21 @@ def test_front_end_refuses_tokenizers_stencil_cannot_read(spec_config, hf_tokeni
     with pytest.raises(VLLMValidationError, match="fast"):
         sp_._validate_structured_outputs(spec_config.model_config, spec_config.structured_outputs_config, Slow())
     assert sv.StencilBackend.is_tokenizer_supported(hf_tokenizer)
+
+
+def test_a_rollback_one_token_short_fails_the_driver(spec_config, ref_compiler, monkeypatch):
+    """The checks can fail: with a rollback that undoes one token too few (a planted bug),
+    the speculative run stops on a mismatch."""
+    original = sv.StencilGrammar.rollback
+
+    def short(self, num_tokens):
+        original(self, num_tokens - 1)
+
+    monkeypatch.setattr(sv.StencilGrammar, "rollback", short)
+    driver = VllmDriver(spec_config, ref_compiler, seed=11, accept_rate=0.8, invalid_rate=0.4)
+    lives = [
+        driver.submit(f"short-{i}", spec, reference_grammar(ref_compiler, spec, whitespace="flexible"))
+        for i, spec in enumerate(every_kind()[:4])
+    ]
+    with pytest.raises(AssertionError):
+        driver.run(lives)
