@@ -188,10 +188,12 @@ class StencilGrammar(_GrammarBase):
         self.num_processed_tokens -= num_tokens
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
-        """Writes the allowed-token bits into row `idx` of `bitmask` (a CPU int32 tensor)."""
+        """Writes the allowed-token bits into row `idx` of `bitmask` (a CPU int32 tensor or
+        numpy array), the request's stop tokens set as EOS is."""
         self.matcher.fill_next_token_bitmask(bitmask, idx)
         if self.stop_ids or self.blocked_ids:
-            row = bitmask[idx].numpy().view(np.uint32)
+            row = bitmask[idx]
+            row = (row.numpy() if hasattr(row, "numpy") else row).view(np.uint32)
             eos = self.matcher.grammar.vocab.eos_ids[0]
             can_end = bool(row[eos >> 5] >> np.uint32(eos & 31) & np.uint32(1))
             for t in self.stop_ids:

@@ -182,6 +182,9 @@ def test_stop_tokens_are_masked_until_the_grammar_can_end(backend, smollm2_compi
     assert g.accept_tokens("r", [comma]) and g.is_terminated()
     g.rollback(1)
     assert not g.is_terminated() and g.num_processed_tokens == 1
+    as_numpy = np.zeros((1, words), dtype=np.int32)  # a numpy bitmask takes the same bits
+    g.fill_bitmask(as_numpy, 0)
+    np.testing.assert_array_equal(as_numpy[0].view(np.uint32), _row(g, words))
     # Without stop tokens (vLLM before 0.33), "," is text.
     plain = backend.compile_grammar(sv.StructuredOutputOptions.REGEX, "[a,]+")
     assert _bit(_row(plain, words), comma)
