@@ -41,7 +41,7 @@ core:
   entry point `stencil = "stencil.vllm:plugin"`, which registers when `STENCIL_VLLM=1` is
   set in the server's environment (and does nothing otherwise).
 
-This replaces private names of vLLM; `python/tests/test_vllm_real.py` drives the pinned
+This replaces private names of vLLM; `python/tests/engines/test_vllm_real.py` drives the pinned
 release (python/README.md says which releases are claimed). The bitmask is applied on the
 GPU by vLLM's own code; Stencil's bitmask has the layout of xgrammar's and llguidance's.
 """
