@@ -51,7 +51,7 @@ from ._util import env_flag, utf8_prefix
 
 logger = logging.getLogger(__name__)
 
-try:  # pragma: no cover - SGLang is GPU-only and not installed in the test environment
+try:  # SGLang's classes where it is installed (python/tests/engines drives the real one)
     from sglang.srt.constrained import base_grammar_backend as _sgl
 
     _ObjectBase = _sgl.BaseGrammarObject
@@ -110,7 +110,7 @@ BACKEND_NAME = "stencil"
 def _invalid(message: str) -> Any:
     """SGLang's marker of a grammar that failed to compile: `InvalidGrammarObject(msg)`
     in recent releases, the `INVALID_GRAMMAR_OBJ` sentinel or None in older ones."""
-    if _sgl is not None:  # pragma: no cover - needs SGLang
+    if _sgl is not None:
         cls = getattr(_sgl, "InvalidGrammarObject", None)
         if cls is not None:
             return cls(message)
@@ -179,7 +179,7 @@ class StencilGrammar(_ObjectBase):
         """-inf on the logits of disallowed tokens (xgrammar's GPU kernel when available;
         Stencil's torch implementation otherwise)."""
         if getattr(logits, "is_cuda", False):
-            try:  # pragma: no cover - needs a GPU and xgrammar
+            try:  # pragma: no cover - CUDA logits: needs a GPU
                 import xgrammar
 
                 xgrammar.apply_token_bitmask_inplace(logits, vocab_mask.to(logits.device))
@@ -286,6 +286,18 @@ class StencilGrammarBackend(_BackendBase):
         return _invalid(f"the Stencil grammar backend does not support {key_type!r} requests")
 
 
+def _serving_option(server_args: Any, name: str) -> Any:
+    """A server option as the running SGLang resolved it: `get_serving()` in releases
+    with the runtime context (0.5.2x: the raw ServerArgs field may keep its default), the
+    ServerArgs attribute in older ones."""
+    try:
+        from sglang.srt.runtime_context import get_serving
+
+        return getattr(get_serving(), name)
+    except (ImportError, AttributeError, ValueError, RuntimeError):
+        return getattr(server_args, name, None)
+
+
 def create_backend(
     server_args: Any = None,
     tokenizer: Any = None,
@@ -294,32 +306,28 @@ def create_backend(
     **kwargs: Any,
 ) -> StencilGrammarBackend:
     """The `init_func` given to `register_grammar_backend`: SGLang calls it with
-    (server_args, tokenizer, vocab_size, eos_token_ids)."""
+    (server_args, tokenizer, vocab_size, eos_token_ids). The grammar ends on exactly the
+    model's EOS ids when SGLang passes them (the tokens its scheduler stops on): an end
+    token the tokenizer declares but the scheduler does not stop on would end the grammar
+    and leave the request running unconstrained."""
     disable_ws = kwargs.get("constrained_json_disable_any_whitespace")
     if disable_ws is None:
-        disable_ws = getattr(server_args, "constrained_json_disable_any_whitespace", False)
+        disable_ws = bool(_serving_option(server_args, "constrained_json_disable_any_whitespace"))
     strict = env_flag("STENCIL_SGLANG_STRICT")
-    backend = StencilGrammarBackend(
-        tokenizer, vocab_size, any_whitespace=not disable_ws, strict=strict
-    )
+    vocab = None
     if eos_token_ids:
-        missing = set(int(t) for t in eos_token_ids) - set(backend.vocab.eos_ids)
-        if missing:
-            # The model's EOS ids must end the grammar too: rebuild with them.
-            ids = sorted(set(backend.vocab.eos_ids) | missing)
-            vocab = Vocab.from_huggingface(tokenizer, vocab_size=backend.vocab.size, eos_ids=ids)
-            backend = StencilGrammarBackend(
-                tokenizer, any_whitespace=not disable_ws, strict=strict, vocab=vocab
-            )
-    return backend
+        width = max(int(vocab_size or 0), len(tokenizer))
+        ids = sorted(int(t) for t in eos_token_ids if 0 <= int(t) < width)
+        vocab = Vocab.from_huggingface(tokenizer, vocab_size=width, eos_ids=ids)
+    return StencilGrammarBackend(tokenizer, vocab_size, any_whitespace=not disable_ws, strict=strict, vocab=vocab)
 
 
 def register(name: str = BACKEND_NAME) -> None:
     """Registers the backend with SGLang under `name` (see the module docstring)."""
-    from sglang.srt.constrained.base_grammar_backend import register_grammar_backend  # pragma: no cover
+    from sglang.srt.constrained.base_grammar_backend import register_grammar_backend
 
-    register_grammar_backend(name, create_backend)  # pragma: no cover
-    try:  # pragma: no cover
+    register_grammar_backend(name, create_backend)
+    try:
         from sglang.srt import server_args as sa
 
         choices = getattr(sa, "GRAMMAR_BACKEND_CHOICES", None)
@@ -329,14 +337,14 @@ def register(name: str = BACKEND_NAME) -> None:
                 add([name])
             else:
                 choices.append(name)
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - every release with the registry has server_args
         pass
 
 
 if __name__ == "__mp_main__":  # pragma: no cover - a spawned SGLang child of `python -m`
     register()
 
-if __name__ == "__main__":  # pragma: no cover - needs SGLang
+if __name__ == "__main__":
     register()
     from sglang.srt.server_args import prepare_server_args
 
