@@ -137,7 +137,7 @@ fn beams_share_the_loop_with_samples() {
 fn beams_need_two_sequences_each() {
     let mut s = session(3);
     let err = s.beam_search(&request(&s, 1.0, 4), &BeamParams { n_beams: 2, length_penalty: 1.0 }).unwrap_err();
-    assert!(err.to_string().contains("2 beams need 4 free sequences"), "{err}");
+    assert!(matches!(err, stencil_runtime::RuntimeError::TooManySequences { n: 4, free: 3, .. }), "{err}");
 }
 
 #[test]

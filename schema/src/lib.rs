@@ -405,6 +405,7 @@ pub struct CompiledSchema {
 /// Why a schema could not be compiled. Every variant names the JSON pointer of the
 /// subschema involved.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A keyword the grammar cannot enforce (strict mode).
     #[error("`{keyword}` at {} cannot be enforced by a grammar: {reason}", display_pointer(.pointer))]
