@@ -14,7 +14,6 @@ mod error;
 mod experiment;
 mod generate;
 mod models;
-mod rng;
 mod sample;
 mod scaling;
 mod serve;
