@@ -26,12 +26,6 @@ pub struct Options {
     pub max_tokens: usize,
 }
 
-/// Token evaluations (accept + mask) one search may spend before it gives up.
-const SEARCH_BUDGET: usize = 6_000;
-/// States a search keeps per (mask, depth): more than one, since
-/// equal masks do not make equal states (the stack of open rules can differ).
-const COPIES_PER_KEY: usize = 2;
-
 pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<ExitCode, CliError> {
     let loaded = source.load()?;
     let vocab = LoadedVocab::load(vocab_path)?;

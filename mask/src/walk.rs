@@ -41,6 +41,12 @@ use std::sync::Arc;
 
 use crate::{bitmask, CompiledGrammar, MatchError, Matcher, TokenKind, Vocabulary};
 
+/// Token evaluations (accept + mask) one search may spend before it gives up.
+const SEARCH_BUDGET: usize = 6_000;
+/// States a search keeps per (mask, depth): more than one, since
+/// equal masks do not make equal states (the stack of open rules can differ).
+const COPIES_PER_KEY: usize = 2;
+
 /// How a walk ended.
 #[derive(Debug)]
 pub enum Walk {
@@ -77,6 +83,10 @@ pub enum Failure {
 pub struct Walker {
     /// The vocabulary walked.
     pub vocab: Arc<Vocabulary>,
+    /// Tokens the end search also tries where they are allowed (none by default): long
+    /// closing markers (`</think>`) that a search over single bytes seldom spells out
+    /// inside free text, where every state has the same mask.
+    pub extra: Vec<u32>,
     /// Per byte value, a text token that is exactly that byte (a normal one preferred).
     byte_token: Vec<Option<u32>>,
     /// Tokens that are not text (control tokens, EOS included, that a grammar can name).
@@ -106,7 +116,7 @@ impl Walker {
             }
         }
         let mask = bitmask::new_mask(vocab.mask_width());
-        Walker { vocab, byte_token, special, mask }
+        Walker { vocab, byte_token, special, mask, extra: Vec::new() }
     }
 
     /// The text of the tokens accepted (a control token the grammar names gives its text;
@@ -230,6 +240,7 @@ impl Walker {
             }
         }
         out.extend(self.special.iter().copied().filter(|&t| bitmask::get(&self.mask, t)).take(8));
+        out.extend(self.extra.iter().copied().filter(|&t| bitmask::get(&self.mask, t)));
         for i in (1..out.len()).rev() {
             out.swap(i, rng.below(i + 1));
         }

@@ -401,7 +401,6 @@ fn left(chart: &Chart, mut s: usize, mut i: u32, depth: usize) -> Result<Vec<Spa
                 let mut kids = left(chart, s, child, depth + 1)?;
                 match &p.marks[r as usize] {
                     Some(m) => {
-                        kids.reverse();
                         out.push(Span {
                             mark: m.clone(),
                             start: c.origin as usize,

@@ -102,7 +102,7 @@ pub(crate) struct Builder<'o> {
 
 impl Builder<'_> {
     pub(crate) fn rule(&mut self, name: &str, body: Expr, mark: Option<Mark>) -> RuleId {
-        let id = self.g.add_rule(format!("{name}-{}", self.g.rules.len()), body);
+        let id = self.g.add_rule(format!("{}-{}", name.replace('_', "-"), self.g.rules.len()), body);
         if let Some(m) = mark {
             self.marks.resize(self.g.rules.len(), None);
             self.marks[id.0 as usize] = Some(m);
