@@ -68,6 +68,14 @@ fn main() {
     };
     let vocab: Arc<Vocabulary> = vocab;
     vocab.prepare();
+    if let Some(dir) = args.get(4) {
+        // The vocabulary as hex strings, for the anchors' side.
+        let hex: Vec<String> = (0..vocab.len() as u32)
+            .map(|t| vocab.token_bytes(t).iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
+        let v = json!({"tokens": hex, "eos": vocab.eos_ids()});
+        std::fs::write(Path::new(dir).join(format!("vocab-{}.json", args[2])), v.to_string()).expect("writable");
+    }
     let counts: Vec<usize> = args[3].split(',').map(|n| n.parse().expect("a count")).collect();
     let all = tools(corpus);
     println!("{} tools compile on their own", all.len());

@@ -135,7 +135,7 @@ impl Builder<'_> {
                 let sub = stencil_grammar::parse_gbnf(text)
                     .map_err(|e| StructuralError::new(&field(p, "grammar"), ErrorKind::Gbnf(e.to_string())))?;
                 let prefix = format!("gbnf{}-", self.g.rules.len());
-                let r = self.g.embed(&sub, &prefix);
+                let r = embed(&mut self.g, &sub, &prefix);
                 self.rule("grammar", Expr::Rule(r), Some(Mark::Leaf(LeafKind::Grammar)))
             }
             Format::AnyText(a) => self.any_text(a, enc, p)?,
@@ -199,7 +199,7 @@ impl Builder<'_> {
             .map_err(|e| StructuralError::new(&field(p, "json_schema"), ErrorKind::Schema(e)))?;
         self.warnings.extend(compiled.warnings.into_iter().map(|w| (field(p, "json_schema"), w)));
         let prefix = format!("s{}-", self.schemas.len());
-        let r = self.g.embed(&compiled.grammar, &prefix);
+        let r = embed(&mut self.g, &compiled.grammar, &prefix);
         self.schemas.insert(key, r);
         Ok(r)
     }
@@ -461,6 +461,31 @@ impl Builder<'_> {
             _ => 0,
         }
     }
+}
+
+/// Copies `other`'s rules into `g` under `prefix` (unique in `g`, so names stay unique
+/// without the name checks of [`Grammar::embed`], which cost a pass over every rule of
+/// `g` per call: quadratic over hundreds of tools) and returns its root's id there.
+fn embed(g: &mut Grammar, other: &Grammar, prefix: &str) -> RuleId {
+    fn shift(e: &mut Expr, by: u32) {
+        match e {
+            Expr::Rule(r) => r.0 += by,
+            Expr::Seq(v) | Expr::Alt(v) => v.iter_mut().for_each(|x| shift(x, by)),
+            Expr::Repeat { expr, .. } => shift(expr, by),
+            _ => {}
+        }
+    }
+    let by = g.rules.len() as u32;
+    g.rules.reserve(other.rules.len());
+    for r in &other.rules {
+        let mut body = r.body.clone();
+        shift(&mut body, by);
+        let id = g.add_rule(format!("{prefix}{}", r.name), body);
+        if r.no_inline {
+            g.set_no_inline(id);
+        }
+    }
+    RuleId(other.root.0 + by)
 }
 
 /// Formats whose text has no bound of its own (XGrammar's notion, for its end check).
