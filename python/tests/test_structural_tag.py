@@ -154,7 +154,9 @@ def tag_of(fmt):
 
 
 def test_xgrammar_is_the_pinned_version():
-    assert xgr.__version__.startswith("0.2.8"), xgr.__version__
+    from importlib.metadata import version
+
+    assert version("xgrammar") == "0.2.8"
 
 
 def test_accept_reject_equals_xgrammar():
@@ -186,7 +188,10 @@ def test_legacy_form():
         "structures": [{"begin": "<function=f>", "schema": WEATHER, "end": "</function>"}],
         "triggers": ["<function="],
     }
-    sg, xg = sc.compile_structural_tag(tag), xc.compile_structural_tag(json.dumps(tag))
+    # XGrammar takes the legacy form through its converter to a `triggered_tags`.
+    items = [xgr.StructuralTagItem(begin=s["begin"], schema=s["schema"], end=s["end"]) for s in tag["structures"]]
+    legacy = xgr.StructuralTag.from_legacy_structural_tag(items, tag["triggers"])
+    sg, xg = sc.compile_structural_tag(tag), xc.compile_structural_tag(legacy.model_dump_json())
     for text in ['a <function=f>{"city": "x"}</function> b', "<function=g>{}</function>", "plain"]:
         assert stencil_accepts(sg, text) == xgrammar_accepts(xg, text), text
 
