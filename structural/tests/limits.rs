@@ -26,7 +26,8 @@ fn max_chars_past_max_text_rules_is_located() {
 
 #[test]
 fn reading_past_max_capture_work_stops() {
-    let options = CompileOptions { limits: Limits { max_capture_work: 1_000, ..Limits::default() }, ..Default::default() };
+    let options =
+        CompileOptions { limits: Limits { max_capture_work: 1_000, ..Limits::default() }, ..Default::default() };
     let tag = compile_json(&json!({"format": {"type": "any_text"}}), &options).unwrap();
     let text = "x".repeat(10_000);
     assert_eq!(tag.read(text.as_bytes()), Err(CaptureError::TooMuchWork { limit: 1_000 }));
