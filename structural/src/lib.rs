@@ -87,7 +87,7 @@ pub use error::{ErrorKind, StructuralError};
 pub use parse::{parse_tag, MAX_NESTING};
 
 /// How to compile a structural tag.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
     /// How `json_schema` contents compile (whitespace, strict or lenient, limits). The
     /// default is [`SchemaOptions::default`]: flexible whitespace (runs of at most 2),
@@ -99,12 +99,6 @@ pub struct CompileOptions {
     pub vocab: Option<Arc<Vocabulary>>,
     /// Bounds on the compile and on captures.
     pub limits: Limits,
-}
-
-impl Default for CompileOptions {
-    fn default() -> Self {
-        CompileOptions { schema: SchemaOptions::default(), vocab: None, limits: Limits::default() }
-    }
 }
 
 /// Bounds on compiling a tag and on reading replies, each a named setting; passing one is
