@@ -1,9 +1,9 @@
 //! Reasoning budgets: `any_text`'s `max_tokens`, counted by the decode loop.
 //!
 //! The grammar does not count tokens (a token count is not a property of the text). The
-//! compiled tag lists its budgets ([`CompiledTag::budgets`]: where, how many tokens, what
+//! compiled tag lists its budgets ([`CompiledTag::budgets`](crate::CompiledTag::budgets): where, how many tokens, what
 //! closes the segment), and a [`Reader`] fed the reply as it is decoded says, cheaply, after
-//! each token, whether the reply is inside a budgeted segment ([`Reader::budget`]): which
+//! each token, whether the reply is inside a budgeted segment ([`Reader::budget`](crate::Reader::budget)): which
 //! one, since which byte, and the text that closes it from here. The loop counts the tokens
 //! decoded while inside; once `max_tokens` are spent it appends the closing text (the
 //! enclosing tag's end, or its rest when the model has begun writing it) as forced tokens,
@@ -36,7 +36,7 @@ use crate::Close;
 /// Where a reply is in a budgeted segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BudgetPosition {
-    /// The budget's index in [`CompiledTag::budgets`](crate::CompiledTag::budgets).
+    /// The budget's index in [`CompiledTag::budgets`](crate::CompiledTag::budgets)(crate::CompiledTag::budgets).
     pub budget: u32,
     /// The byte where the budgeted text began.
     pub start: usize,

@@ -1,7 +1,7 @@
 //! Captures: a reply, whole or partial, read back into its segments by the grammar that
 //! constrained it.
 //!
-//! [`CompiledTag::read`] parses a text; [`CompiledTag::reader`] gives a [`Reader`] that
+//! [`CompiledTag::read`](crate::CompiledTag::read) parses a text; [`CompiledTag::reader`](crate::CompiledTag::reader) gives a [`Reader`] that
 //! takes text as it streams ([`Reader::feed`]) and gives the segments so far
 //! ([`Reader::reply`]) at any point. A [`Reply`] is a list of [`Segment`]s: free text, each
 //! tag (its begin, its content's segments, its end) and each leaf format (`const_string`,
