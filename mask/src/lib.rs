@@ -16,6 +16,8 @@
 //! - [`bitmask`]: the mask layout, one bit per token in `u32` words.
 //! - [`vocab`]: vocabularies (token id → bytes and [`TokenKind`]) from GGUF metadata or
 //!   `tokenizer.json`, and a [`Tokenizer`](vocab::Tokenizer) for tests and tools.
+//! - [`walk`]: model-free random walks through a grammar's masks (the sampler of
+//!   `stencil sample --random` and of tests).
 //! - [`Limits`]: every resource limit, named; passing one is a typed error
 //!   ([`CompileError::LimitExceeded`], [`MatchError::LimitExceeded`]) naming
 //!   the [`LimitKind`].
@@ -81,6 +83,7 @@ mod limits;
 mod matcher;
 mod trie;
 pub mod vocab;
+pub mod walk;
 
 pub use error::{CompileError, MatchError};
 pub use limits::{LimitKind, Limits};
