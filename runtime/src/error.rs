@@ -71,6 +71,10 @@ pub enum RuntimeError {
     /// Speculation where it cannot apply.
     #[error("speculative decoding does not apply to {0}")]
     SpeculationUnsupported(&'static str),
+    /// A structural tag's reader failed on the output (a bug: the grammar allowed it), or
+    /// could not be built.
+    #[error("structural tag: {0}")]
+    Structural(String),
     /// Beam search asked for no beams.
     #[error("beam search needs at least one beam (n_beams)")]
     NoBeams,

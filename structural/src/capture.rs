@@ -199,9 +199,27 @@ impl Reply {
 
 /// Reads a reply as it streams. See the [module docs](self).
 pub struct Reader<'t> {
-    tag: &'t CompiledTag,
+    tag: TagRef<'t>,
     chart: Chart,
     rejected: Option<usize>,
+}
+
+/// The compiled tag a reader reads by: borrowed, or shared (a reader that outlives the
+/// borrow, as a decode loop's sequence keeps one).
+enum TagRef<'t> {
+    Borrowed(&'t CompiledTag),
+    Shared(Arc<CompiledTag>),
+}
+
+impl std::ops::Deref for TagRef<'_> {
+    type Target = CompiledTag;
+
+    fn deref(&self) -> &CompiledTag {
+        match self {
+            TagRef::Borrowed(t) => t,
+            TagRef::Shared(t) => t,
+        }
+    }
 }
 
 impl CompiledTag {
@@ -220,7 +238,18 @@ impl CompiledTag {
     /// [`CaptureError`] when the parser cannot be built (a grammar naming tokens by id
     /// without a vocabulary, one too large).
     pub fn reader(&self) -> Result<Reader<'_>, CaptureError> {
-        Ok(Reader { tag: self, chart: Chart::new(self.program()?, self.limits.max_capture_work)?, rejected: None })
+        let chart = Chart::new(self.program()?, self.limits.max_capture_work)?;
+        Ok(Reader { tag: TagRef::Borrowed(self), chart, rejected: None })
+    }
+
+    /// [`reader`](Self::reader) holding the tag itself, not a borrow of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`reader`](Self::reader).
+    pub fn shared_reader(self: &Arc<Self>) -> Result<Reader<'static>, CaptureError> {
+        let chart = Chart::new(self.program()?, self.limits.max_capture_work)?;
+        Ok(Reader { tag: TagRef::Shared(self.clone()), chart, rejected: None })
     }
 
     /// Reads a whole or partial reply into its segments.
@@ -242,7 +271,7 @@ impl Reader<'_> {
     }
 
     pub(crate) fn compiled(&self) -> &CompiledTag {
-        self.tag
+        &self.tag
     }
 
     /// Reads more of the reply.

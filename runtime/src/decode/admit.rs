@@ -8,6 +8,7 @@ use stencil_mask::{bitmask, Matcher};
 use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
 
 use super::beams::BeamMember;
+use super::budget::Budgets;
 use super::forward::clear_seq;
 use super::sequence::{all_but_eos, join, timed_fill, Sequence, Stats};
 use super::speculation::draft_seed;
@@ -198,6 +199,10 @@ impl Decoder<'_, '_> {
                     cached_prompt_tokens: if i == 0 { cached } else { prompt.len() },
                     mask: first_mask_time,
                     ..Stats::default()
+                },
+                budgets: match &request.structural_tag {
+                    Some(tag) => Budgets::new(tag)?,
+                    None => None,
                 },
                 beam: None,
                 contrastive: contrastive.map(|(alpha, _)| {

@@ -65,6 +65,7 @@
 
 mod admit;
 mod beams;
+mod budget;
 mod candidates;
 pub mod forward;
 mod pass;
