@@ -30,6 +30,7 @@
 #   scripts/bench.sh --parts server           # only serving (scripts/bench-server.sh, about 10 minutes,
 #                                             # plus 10 to build llama-server once): stencil serve vs
 #                                             # llama-server, 1/4/8 concurrent clients
+#   scripts/bench.sh --parts structural       # only structural tags over 25, 100, 400 tools (Stencil, XGrammar)
 #   scripts/bench.sh --parts tail             # only the whole dev split's cold-mask and compile
 #                                             # tail, Stencil alone (bench/examples/mask_digest.rs,
 #                                             # about 3 minutes)
@@ -51,7 +52,7 @@ scripts/fetch-models.sh >/dev/null
 # scripts/bench-python.sh and scripts/bench-server.sh; their reports become the sections
 # *Through Python* and *Serving*, which the Rust bench keeps when it rewrites BENCHMARKS.md.
 # The other parts go to the Rust bench.
-args=() parts="" python=1 server=1 tail=1 given_parts=0
+args=() parts="" python=1 server=1 tail=1 structural=1 given_parts=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --parts) parts="$2" given_parts=1; shift 2 ;;
@@ -63,7 +64,8 @@ if [ "$given_parts" = 1 ]; then
     case ",$parts," in *,python,*) python=1 ;; *) python=0 ;; esac
     case ",$parts," in *,server,*) server=1 ;; *) server=0 ;; esac
     case ",$parts," in *,tail,*) tail=1 ;; *) tail=0 ;; esac
-    parts="$(echo ",$parts," | sed 's/,python,/,/g; s/,server,/,/g; s/,tail,/,/g; s/^,//; s/,$//')"
+    case ",$parts," in *,structural,*) structural=1 ;; *) structural=0 ;; esac
+    parts="$(echo ",$parts," | sed 's/,python,/,/g; s/,server,/,/g; s/,tail,/,/g; s/,structural,/,/g; s/^,//; s/,$//')"
     [ -n "$parts" ] && args+=(--parts "$parts")
 fi
 
@@ -123,7 +125,34 @@ if [ "$tail" = 1 ]; then
     } >bench/TAIL.md
     splice bench/TAIL.md "Whole dev split: the cold-mask and compile tail (Stencil)" "scripts/bench.sh --parts tail"
 fi
-# Only `python`, `server` and `tail` in --parts: nothing left for the Rust bench.
+if [ "$structural" = 1 ]; then
+    corpus=../shared/corpus/jsonschemabench
+    out="$(mktemp -d)"
+    scripts/build-python.sh >/dev/null
+    {
+        echo "# Structural tags: a triggered_tags over N tools"
+        echo
+        echo "A \`triggered_tags\` (trigger \`<tool_call>\`) over N Hermes / Qwen tool tags, each"
+        echo "\`<tool_call>\\n{\"name\": \"NAME\", \"arguments\": \` + the tool's schema + \`}\\n</tool_call>\`. Tools: every"
+        echo "schema of the dev split's \`MCPspec\`, then \`Glaiveai2K\`'s, in file-name order, those that compile on"
+        echo "their own in strict mode. Process CPU time, best of 3 (XGrammar: one compile, one thread, no cache)."
+        echo "Stencil: \`cargo run --release -p stencil-structural --example tools_bench\`; XGrammar 0.2.8:"
+        echo "\`bench/structural/anchors.py\` on the same tags and vocabulary. *schemas alone*: the tools'"
+        echo "schemas compiled one by one; *first mask (in a tag)*: after the prompt-free prefix"
+        echo "\`Let me check. <tool_call>...{\`; *warm mask p99*: along random walks, each mask computed twice."
+        for vocab in smollm2 gemma; do
+            echo
+            echo "### $vocab"
+            echo
+            cargo run --release --quiet -p stencil-structural --example tools_bench -- "$corpus" "$vocab" 25,100,400 "$out" | grep '^|'
+            echo
+            .venv-python/bin/python bench/structural/anchors.py "$out" "$vocab" 25,100,400 2>/dev/null
+        done
+    } >bench/STRUCTURAL.md
+    rm -r "$out"
+    splice bench/STRUCTURAL.md "Structural tags: a triggered_tags over N tools" "scripts/bench.sh --parts structural"
+fi
+# Only `python`, `server`, `tail` and `structural` in --parts: nothing left for the Rust bench.
 if [ "$given_parts" = 1 ] && [ -z "$parts" ]; then
     exit 0
 fi

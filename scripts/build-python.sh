@@ -7,12 +7,14 @@
 #   scripts/build-python.sh              # into .venv-python/
 #   scripts/build-python.sh --wheel      # also an abi3 wheel in target/wheels/
 #   VENV=/path/to/venv scripts/build-python.sh
+#   VENV=.venv-vllm REQUIREMENTS=python/requirements-vllm.txt scripts/build-python.sh
 #
 # Without this script: `pip install ./python` builds and installs the same package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VENV:-.venv-python}"
+REQUIREMENTS="${REQUIREMENTS:-python/requirements-test.txt}"
 PY="${PYTHON:-python3}"
 WHEEL=0
 [ "${1:-}" = "--wheel" ] && WHEEL=1
@@ -23,10 +25,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # The stamp skips pip when the requirements did not change (torch alone is gigabytes).
 STAMP="$VENV/.stencil-requirements"
-if ! cmp -s python/requirements-test.txt "$STAMP"; then
-    echo "== python: installing python/requirements-test.txt into $VENV (first run: a few minutes)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r python/requirements-test.txt
-    cp python/requirements-test.txt "$STAMP"
+if ! cmp -s "$REQUIREMENTS" "$STAMP"; then
+    echo "== python: installing $REQUIREMENTS into $VENV (first run: a few minutes)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+    cp "$REQUIREMENTS" "$STAMP"
 fi
 
 # Its own target directory: the extension's features (pyo3, release) differ from the

@@ -18,7 +18,7 @@ secs="${1:-600}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(gbnf_parse schema_compile ecma_pattern matcher)
+    targets=(gbnf_parse schema_compile ecma_pattern matcher hostile)
 fi
 export RUSTC_BOOTSTRAP=1
 command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz is missing: cargo install cargo-fuzz" >&2; exit 2; }

@@ -26,6 +26,9 @@ pub enum CliError {
     #[error("schema {}: {source}{}", .path.display(), lenient_hint(.source, *.mode))]
     Schema { path: PathBuf, mode: Mode, source: Box<SchemaError> },
 
+    #[error("structural tag {}: {source}", .path.display())]
+    StructuralTag { path: PathBuf, source: Box<stencil_structural::StructuralError> },
+
     #[error("schema {}: its grammar cannot be written as GBNF: {source}", .path.display())]
     Lower { path: PathBuf, source: LowerError },
 

@@ -107,7 +107,12 @@ pub fn run(opts: &Options) -> Result<ExitCode, CliError> {
     let (grammar, label) = match (&loaded, &opts.regex) {
         (Some((source, l)), _) => {
             let (g, _) = source.compile(&l.grammar, model.vocab().clone(), Some(&model_path))?;
-            (Some(g), if l.schema.is_some() { "json-schema" } else { "gbnf" })
+            let label = match source {
+                _ if l.schema.is_some() => "json-schema",
+                crate::source::GrammarSource::StructuralTag(_) => "structural-tag",
+                _ => "gbnf",
+            };
+            (Some(g), label)
         }
         (None, Some(pattern)) => (Some(compile_regex(pattern, &model)?), "regex"),
         (None, None) => (None, "none"),

@@ -169,7 +169,7 @@ enum Command {
 }
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("source").multiple(false).args(["grammar", "schema", "regex"])))]
+#[command(group(ArgGroup::new("source").multiple(false).args(["grammar", "schema", "regex", "structural_tag"])))]
 #[command(group(ArgGroup::new("prompt_source").required(true).args(["prompt", "prompt_file"])))]
 struct GenerateArgs {
     /// Constrain the output by this GBNF grammar.
@@ -181,6 +181,10 @@ struct GenerateArgs {
     /// Constrain the output to the whole match of this regular expression.
     #[arg(long, value_name = "REGEX")]
     regex: Option<String>,
+    /// Constrain the output by this structural tag (XGrammar's and vLLM's
+    /// `{"type": "structural_tag", "format": ...}` JSON; see STRUCTURAL_TAGS.md).
+    #[arg(long, value_name = "FILE")]
+    structural_tag: Option<PathBuf>,
     #[command(flatten)]
     shape: SchemaShapeArgs,
     /// The prompt (a user message when the model has a chat template).
@@ -373,7 +377,7 @@ impl GenerateArgs {
             (None, Some(path)) => {
                 Some(GrammarSource::Schema(SchemaFile { path: path.clone(), options: self.shape.options()? }))
             }
-            (None, None) => None,
+            (None, None) => self.structural_tag.clone().map(GrammarSource::StructuralTag),
         };
         let prompt = match (&self.prompt, &self.prompt_file) {
             (Some(p), _) => p.clone(),
@@ -428,7 +432,7 @@ impl GenerateArgs {
 /// Where the grammar comes from (exactly one of --grammar and --schema).
 #[derive(Args, Debug)]
 #[group(skip)]
-#[command(group(ArgGroup::new("source").required(true).multiple(false).args(["grammar", "schema"])))]
+#[command(group(ArgGroup::new("source").required(true).multiple(false).args(["grammar", "schema", "structural_tag"])))]
 pub struct GrammarArgs {
     /// The grammar file, in GBNF (llama.cpp's grammar format); its start rule is `root`.
     #[arg(long, short = 'g', value_name = "FILE")]
@@ -437,6 +441,11 @@ pub struct GrammarArgs {
     /// the shape flags set) of the instances valid against the schema.
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
+    /// A structural tag file instead (XGrammar's and vLLM's `{"type": "structural_tag",
+    /// "format": ...}` JSON; see STRUCTURAL_TAGS.md); its `json_schema` contents compile
+    /// with the default schema options.
+    #[arg(long, value_name = "FILE")]
+    structural_tag: Option<PathBuf>,
     #[command(flatten)]
     shape: SchemaShapeArgs,
 }
@@ -453,8 +462,11 @@ impl GrammarArgs {
             (None, Some(path)) => {
                 Ok(GrammarSource::Schema(SchemaFile { path: path.clone(), options: self.shape.options()? }))
             }
-            // clap's group makes one of the sources required.
-            (None, None) => unreachable!("clap requires a grammar source"),
+            (None, None) => match &self.structural_tag {
+                Some(path) => Ok(GrammarSource::StructuralTag(path.clone())),
+                // clap's group makes one of the sources required.
+                None => unreachable!("clap requires a grammar source"),
+            },
         }
     }
 }

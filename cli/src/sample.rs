@@ -34,7 +34,7 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
     let loaded = source.load()?;
     let vocab = LoadedVocab::load(vocab_path)?.vocab;
     let (compiled, _) = source.compile(&loaded.grammar, vocab.clone(), Some(vocab_path))?;
-    let mut walker = Walker::new(vocab.clone());
+    let mut walker = Walker::new(compiled.vocab().clone());
     let options = WalkOptions { max_tokens: opts.max_tokens, style: Style::Explore };
     let base = Xoshiro256::new(opts.seed).next_u64();
     let (mut complete, mut not_utf8) = (0usize, 0usize);

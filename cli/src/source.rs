@@ -19,6 +19,9 @@ pub enum GrammarSource {
     Gbnf(PathBuf),
     /// A JSON Schema file, compiled with these options.
     Schema(SchemaFile),
+    /// A structural tag (XGrammar's and vLLM's JSON), its `json_schema` contents compiled
+    /// with the default schema options.
+    StructuralTag(PathBuf),
 }
 
 /// A JSON Schema file and how to compile it.
@@ -64,6 +67,7 @@ impl GrammarSource {
         match self {
             GrammarSource::Gbnf(p) => p,
             GrammarSource::Schema(s) => &s.path,
+            GrammarSource::StructuralTag(p) => p,
         }
     }
 
@@ -72,6 +76,7 @@ impl GrammarSource {
         match self {
             GrammarSource::Gbnf(_) => "grammar",
             GrammarSource::Schema(_) => "schema",
+            GrammarSource::StructuralTag(_) => "structural tag",
         }
     }
 
@@ -101,6 +106,20 @@ impl GrammarSource {
                     parse_time,
                     schema: Some(LoadedSchema { document, warnings: compiled.warnings, options: s.options.clone() }),
                 })
+            }
+            GrammarSource::StructuralTag(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
+                    what: "structural tag",
+                    path: path.clone(),
+                    source,
+                })?;
+                let start = Instant::now();
+                let compiled = stencil_structural::compile_str(&text, &Default::default())
+                    .map_err(|source| CliError::StructuralTag { path: path.clone(), source: Box::new(source) })?;
+                for (pointer, w) in &compiled.warnings {
+                    eprintln!("warning: {pointer}: {w}");
+                }
+                Ok(LoadedGrammar { grammar: compiled.grammar, parse_time: start.elapsed(), schema: None })
             }
         }
     }

@@ -421,3 +421,26 @@ impl MatcherInput {
         Some(MatcherCase { grammar: g, vocab_seed: self.vocab_seed, ops })
     }
 }
+
+// ------------------------------------------------------------------------- hostile inputs
+
+/// A hostile input of [`stencil_test_support::hostile`] (issue #44): a schema or grammar
+/// class, at a size up to three times the one that first crashed or slowed Stencil.
+#[derive(Arbitrary, Debug)]
+pub struct HostileInput {
+    pub class: u8,
+    pub size: u16,
+    pub grammar: bool,
+    pub lenient: bool,
+}
+
+impl HostileInput {
+    /// The class's name and its text at the chosen size.
+    pub fn text(&self) -> (&'static str, String) {
+        use stencil_test_support::hostile::{GRAMMARS, SCHEMAS};
+        let classes = if self.grammar { GRAMMARS } else { SCHEMAS };
+        let c = &classes[self.class as usize % classes.len()];
+        let n = 1 + self.size as usize % (3 * c.first_bad);
+        (c.name, (c.build)(n))
+    }
+}

@@ -391,10 +391,13 @@ impl Gen<'_> {
 
 /// A random member of the root rule's language with at most `max_len` bytes, or `None`
 /// when none was found (a few attempts are made) or the grammar is unsupported (tokens,
-/// invalid ids or regexes) or its root is unproductive.
+/// invalid ids or regexes, a rule whose shortest derivation is deeper than
+/// [`MAX_SAMPLE_HEIGHT`]) or its root is unproductive.
 ///
 /// Derivations are bounded: past a nesting depth, or once the output is longer than
-/// `max_len`, every choice takes the shortest way out.
+/// `max_len`, every choice takes the shortest way out. Sampling recurses once per level
+/// of a derivation, so the height bound keeps it within any thread's stack (a chain of
+/// 100,000 rules `rI ::= rI+1` is not sampled).
 ///
 /// ```
 /// use stencil_grammar::{Expr, Grammar};
@@ -418,6 +421,9 @@ pub fn random_string_in(g: &Grammar, seed: u64, max_len: usize) -> Option<Vec<u8
     };
     s.compute_heights()?;
     s.heights[g.root.0 as usize]?;
+    if s.heights.iter().flatten().any(|&h| h > MAX_SAMPLE_HEIGHT) {
+        return None;
+    }
     for _ in 0..16 {
         let mut out = Vec::new();
         s.steps = 0;
@@ -428,6 +434,9 @@ pub fn random_string_in(g: &Grammar, seed: u64, max_len: usize) -> Option<Vec<u8
     }
     None
 }
+
+/// The deepest shortest derivation of a rule that [`random_string_in`] samples.
+pub const MAX_SAMPLE_HEIGHT: u32 = 1_000;
 
 /// Past this nesting depth, or this many expansions, the sampler takes the shortest way out.
 const SAMPLE_DEPTH: usize = 24;
@@ -446,21 +455,36 @@ struct Sampler<'g> {
 }
 
 impl Sampler<'_> {
-    /// Least fixpoint of the derivation heights (`None` for unsupported grammars).
+    /// Least fixpoint of the derivation heights (`None` for unsupported grammars): each
+    /// rule again when a rule it calls changed (a pass over every rule per change was
+    /// quadratic in a chain of rules), heights only going down, each past
+    /// [`MAX_SAMPLE_HEIGHT`] left at its bound.
     fn compute_heights(&mut self) -> Option<()> {
-        loop {
-            let mut changed = false;
-            for r in 0..self.g.rules.len() {
-                let h = self.height(&self.g.rules[r].body)?;
-                if h.is_some() && (self.heights[r].is_none() || h < self.heights[r]) {
-                    self.heights[r] = h;
-                    changed = true;
-                }
-            }
-            if !changed {
-                return Some(());
+        let n = self.g.rules.len();
+        let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (r, rule) in self.g.rules.iter().enumerate() {
+            let mut called = Vec::new();
+            rule_calls(&rule.body, &mut called);
+            for c in called.into_iter().filter(|&c| c < n) {
+                callers[c].push(r);
             }
         }
+        let mut queued = vec![true; n];
+        let mut queue: std::collections::VecDeque<usize> = (0..n).collect();
+        while let Some(r) = queue.pop_front() {
+            queued[r] = false;
+            let h = self.height(&self.g.rules[r].body)?.map(|h| h.min(MAX_SAMPLE_HEIGHT + 1));
+            if h.is_some() && (self.heights[r].is_none() || h < self.heights[r]) {
+                self.heights[r] = h;
+                for &c in &callers[r] {
+                    if !queued[c] {
+                        queued[c] = true;
+                        queue.push_back(c);
+                    }
+                }
+            }
+        }
+        Some(())
     }
 
     /// `Some(None)`: derives nothing (yet); `None`: unsupported.
@@ -591,6 +615,16 @@ impl Sampler<'_> {
         }
         self.rng = rng;
         Some(())
+    }
+}
+
+/// The rules `e` calls, into `out` (expressions nest no deeper than their parser allows).
+fn rule_calls(e: &Expr, out: &mut Vec<usize>) {
+    match e {
+        Expr::Rule(r) => out.push(r.0 as usize),
+        Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|x| rule_calls(x, out)),
+        Expr::Repeat { expr, .. } => rule_calls(expr, out),
+        _ => {}
     }
 }
 

@@ -8,6 +8,50 @@
 //! the callers: the token is *uncertain*, kept in a trie of such suffixes. At mask time the
 //! matcher checks only those suffixes, from the real callers (see [`crate::Matcher`]). A
 //! rule ending exactly at the end of the token needs no check: callers always exist.
+//! Only suffixes whose first byte is in the rule's FOLLOW set are kept, which keeps the
+//! uncertain trie small. Accepted sets are stored as a list or a bitmask. Entries are
+//! computed on first use, once per state, and shared by all matchers and threads
+//! (`CompiledGrammar::warm_up` fills them all at once).
+//!
+//! The walk, and what spares it:
+//!
+//! - The trie (`vocab/trie.rs`) is flattened in depth-first order, so a dead byte skips
+//!   its subtree at once; the root's children are listed apart, so a walk visits only the
+//!   first bytes its set can take, not hundreds of first-byte nodes of a big vocabulary.
+//! - While the set is one item that predicts and completes nothing (inside strings,
+//!   numbers, keys), a byte is one table lookup and the chart is not touched. So is a set
+//!   of an item and the start of the one rule it calls, where that start predicts and
+//!   completes nothing (`Automaton::steps_with_callee`: a key that is none of some names
+//!   calls a shared rule for the rest of the string); items that can take nothing more
+//!   (a finished callee) do not count.
+//! - A subtree spelled only with the state's run bytes, no deeper than its run, is taken
+//!   whole (its tokens are one contiguous range of the trie's ids); so is a plain subtree
+//!   no deeper than the state's reach (see `automaton/text.rs` for runs and reaches).
+//! - The text tokens are split once per vocabulary (`TextTokens`) into *plain text* (see
+//!   `TextTokens` and `bytes.rs`: so a pattern's `.*` is a loop over plain text like a
+//!   string's interior) and the rest. Where a state's reach covers every plain token (a
+//!   string's interior), or its first byte moves it alone into such a state (a key that is
+//!   none of some names, after its first letter), the plain tokens are set at once from a
+//!   per-vocabulary mask and only the rest is walked (llguidance's slicer, exact here). A
+//!   loop over all plain text walks the other tokens only from their first byte that is
+//!   not plain text, where the loop is back in its state.
+//! - At an exact reach (a count's end), and at a bounded one where no caller takes plain
+//!   text after the rule (a string's last piece before its quote), the plain tokens are
+//!   taken by length from per-vocabulary masks (up to 23 characters) and only the rest is
+//!   walked; where the reach is long but finite, the plain tokens up to 23 characters come
+//!   from their mask and only the rest and the long plain tokens are walked.
+//! - Long counts split into rules have pieces whose ends are rule ends. A state where
+//!   plain text reaches far only through a rule it calls, or a few characters on (a
+//!   string's start, the next piece), is reached along the count
+//!   (`reach_along_plain_text`). At a piece's end the plain tokens of at most `n`
+//!   characters are taken at once, and the longer ones are left to the matcher
+//!   (`StateMasks::plain_after`).
+//! - A state whose run spans a wide ASCII class (a pattern's `[ -}]+`, its counted
+//!   positions included, or a bounded `{1,64}` with at least 16 left) takes the tokens
+//!   spelled with the class that the run takes whole from per-byte token masks
+//!   (`TextTokens::run_split`, the result kept per class), and walks only the tokens whose
+//!   first other byte the run's state at that offset takes (a closing quote: few), from
+//!   that byte on, and those that outlast the run, from its end.
 
 use crate::automaton::{Automaton, DEAD, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};

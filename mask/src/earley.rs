@@ -3,7 +3,15 @@
 //! An item is `(state, origin)`: a rule's automaton in `state`, started after `origin`
 //! steps. The chart keeps one item set per step (a step is one byte, or one whole token
 //! matched by a token terminal). Calls of nullable rules are skipped at prediction time
-//! (Aycock–Horspool), so completions only ever look back at earlier sets.
+//! (Aycock–Horspool), so completions only ever look back at earlier sets. Left recursion
+//! and ambiguity need nothing special, and each state's predictions are precomputed (the
+//! automaton's closures).
+//!
+//! Duplicate items are found by a scan while a set is small and through a hash index once
+//! it passes 32 items (ambiguous grammars make sets of thousands); every item added or
+//! examined counts against the step's work budget (`max_step_work`, a typed error when
+//! spent). A step from a single item into a state with nothing to predict or complete is
+//! one table lookup.
 //!
 //! An item with origin [`NO_ORIGIN`] stands for "some caller we do not know": when it
 //! completes, the step reports an *escape* instead of looking for callers. The token-mask

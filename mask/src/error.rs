@@ -5,6 +5,7 @@ use thiserror::Error;
 
 /// Why a grammar could not be compiled against a vocabulary.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompileError {
     /// A [`Limits`](crate::Limits) setting was passed while compiling a rule.
     #[error("limit {limit} ({value}) exceeded while compiling rule `{rule}`")]
@@ -73,6 +74,7 @@ pub enum CompileError {
 
 /// Why a matcher refused a token.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MatchError {
     /// The token does not continue any parse of the input so far.
     #[error("token {token} is not allowed here{}", byte_note(*.byte_offset))]

@@ -1,4 +1,27 @@
 //! [`CompiledGrammar`] (immutable, shared) and [`Matcher`] (one per sequence).
+//!
+//! A token is allowed iff its bytes keep the Earley item set non-empty. The mask of a step:
+//!
+//! - the accepted sets of the current set's kernel items (those not predicted at this
+//!   step), from the mask cache (`cache.rs`), ORed together (the first dense set is copied
+//!   rather than ORed into zeros);
+//! - each kernel item's uncertain suffixes, checked by stepping the parser from the item's
+//!   real callers: a few hundred byte steps at most, pruned by the bytes the callers can
+//!   take;
+//! - at the end of a piece of a long count split into rules, the plain tokens longer than
+//!   the piece's rest: all allowed where an item after the rule's end reaches far enough
+//!   (the next piece), none where no item takes plain text (the quote); where it reaches
+//!   23 characters those up to 23 come from their mask and only the longer ones are
+//!   scanned; otherwise all are scanned;
+//! - last, token terminals (`<[id]>`, `!<[id]>`) and EOS where the start rule is complete.
+//!
+//! Accepting a token scans its bytes (and, for token terminals, merges the whole-token
+//! step into the same set); a refused token leaves the matcher unchanged and says at which
+//! byte it failed. Rollback truncates the chart to the set where a token started; fork
+//! clones the chart. Forced text: `forced_bytes` follows the single possible next byte
+//! while there is one; `forced_tokens` covers those bytes with the longest vocabulary
+//! tokens and drops trailing tokens that a longer token could straddle (canonical-safe at
+//! the boundary).
 
 use crate::automaton::{Automaton, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};

@@ -175,6 +175,8 @@ pub struct Walker {
     byte_token: Vec<Option<u32>>,
     /// Tokens that are not text (control tokens, EOS included, that a grammar can name).
     special: Vec<u32>,
+    /// Tokens the end search also tries where they are allowed ([`Walker::with_extra`]).
+    extra: Vec<u32>,
     mask: Vec<u32>,
 }
 
@@ -200,7 +202,15 @@ impl Walker {
             }
         }
         let mask = bitmask::new_mask(vocab.mask_width());
-        Walker { vocab, byte_token, special, mask }
+        Walker { vocab, byte_token, special, extra: Vec::new(), mask }
+    }
+
+    /// Also tries `tokens` in the end search where they are allowed: long closing markers
+    /// (`</think>`) that a search over single bytes seldom spells out inside free text,
+    /// where every state has the same mask.
+    pub fn with_extra(mut self, tokens: Vec<u32>) -> Self {
+        self.extra = tokens;
+        self
     }
 
     /// One random walk over `grammar` (compiled against this walker's vocabulary), its
@@ -365,6 +375,7 @@ impl Walker {
             }
         }
         out.extend(self.special.iter().copied().filter(|&t| bitmask::get(&self.mask, t)).take(8));
+        out.extend(self.extra.iter().copied().filter(|&t| bitmask::get(&self.mask, t)));
         for i in (1..out.len()).rev() {
             out.swap(i, rng.below(i + 1));
         }

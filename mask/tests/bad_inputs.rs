@@ -178,6 +178,38 @@ fn a_chain_of_a_hundred_thousand_rules_neither_overflows_nor_hangs() {
     }
 }
 
+/// Issue #44: a chain of renames `rI ::= rI+1` of small rules was inlined whole: 2,000 of
+/// them failed at `max_expression_depth`, and from 16,300 the fusion pass overflowed a 2 MiB
+/// stack (a tokio worker's). Inlining now nests at most 32 expansions.
+#[test]
+fn a_chain_of_renames_compiles_on_a_small_stack() {
+    for n in [2_000, 20_000, 200_000] {
+        let mut src = String::from("root ::= r0\n");
+        for i in 0..n {
+            src += &format!("r{i} ::= r{}\n", i + 1);
+        }
+        src += &format!("r{n} ::= \"x\"\n");
+        let options = stencil_grammar::ParseOptions { max_source_bytes: usize::MAX, ..Default::default() };
+        let g = stencil_grammar::parse_gbnf_with(&src, &options).unwrap();
+        let worker = std::thread::Builder::new().stack_size(2 << 20);
+        let allowed = worker
+            .spawn(move || {
+                let c = timed("a chain of renames", Duration::from_secs(30), || {
+                    CompiledGrammar::new(&g, toy::json_bytes())
+                })
+                .unwrap_or_else(|e| panic!("{n} renames: {e}"));
+                let mut m = Matcher::new(c);
+                let mut mask = bitmask::new_mask(m.grammar().vocab().mask_width());
+                m.fill_mask(&mut mask).unwrap();
+                bitmask::allowed(&mask).count()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(allowed, 1, "{n} renames: only `x`");
+    }
+}
+
 #[test]
 fn huge_repetitions_fail_before_any_work() {
     for (src, limit) in [

@@ -21,6 +21,7 @@ enum SourceKind {
     Regex,
     Tools,
     Json,
+    StructuralTag,
 }
 
 impl SourceKind {
@@ -31,6 +32,7 @@ impl SourceKind {
             SourceKind::Regex => "regex",
             SourceKind::Tools => "tools",
             SourceKind::Json => "json",
+            SourceKind::StructuralTag => "structural_tag",
         }
     }
 }
@@ -67,7 +69,7 @@ impl PyGrammar {
         self.warnings.clone()
     }
 
-    /// "json_schema", "gbnf", "regex", "tools" or "json".
+    /// "json_schema", "gbnf", "regex", "tools", "json" or "structural_tag".
     #[getter]
     fn source_kind(&self) -> &'static str {
         self.kind.name()
@@ -201,6 +203,23 @@ impl PyCompiler {
         let options =
             SchemaOptions { mode: if strict { Mode::Strict } else { Mode::Lenient }, ..SchemaOptions::compact() };
         self.compile_schema_value(py, schema, &options, SourceKind::Tools)
+    }
+
+    /// A structural tag (XGrammar's and vLLM's `{"type": "structural_tag", "format": ...}`,
+    /// or the legacy `structures` + `triggers`; text or a Python value) → one grammar of
+    /// the whole reply: free text, reasoning and constrained segments. Tokens named by text
+    /// are resolved in this compiler's vocabulary; `json_schema` contents compile with
+    /// flexible whitespace, strict unless `strict=False` (then unenforced keywords are in
+    /// `warnings`).
+    #[pyo3(signature = (tag, *, strict = true))]
+    fn compile_structural_tag(&self, py: Python<'_>, tag: &Bound<'_, PyAny>, strict: bool) -> PyResult<PyGrammar> {
+        let tag = json_value(tag, "structural tag")?;
+        let mut options =
+            stencil_structural::CompileOptions { vocab: Some(self.vocab.get().inner.clone()), ..Default::default() };
+        options.schema.mode = if strict { Mode::Strict } else { Mode::Lenient };
+        let compiled = py.detach(|| stencil_structural::compile_json(&tag, &options)).map_err(compile_error)?;
+        let warnings = compiled.warnings.iter().map(|(p, w)| format!("{p}: {w}")).collect();
+        self.finish(py, compiled.grammar, SourceKind::StructuralTag, None, warnings)
     }
 
     fn __repr__(&self) -> String {

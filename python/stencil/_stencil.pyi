@@ -126,6 +126,12 @@ class Compiler:
         as JSON text or parsed) -> a compact JSON object `{"name": ..., "arguments": {...}}`
         naming one of the tools, with arguments valid against its parameters (the name
         first, then the arguments); `parallel`: a JSON array of one or more such calls."""
+    def compile_structural_tag(self, tag: str | dict, *, strict: bool = True) -> Grammar:
+        """A structural tag (`{"type": "structural_tag", "format": {...}}` as XGrammar 0.2
+        and vLLM take it, or the legacy `structures` + `triggers`) -> one grammar of the
+        whole reply: free text, reasoning and constrained segments, exactly. Tokens named by
+        text must be one token of the compiler's vocabulary. An unsupported format
+        (`any_tokens`, `dispatch`, ...) is a CompileError naming its JSON pointer."""
 
 class Matcher:
     """The parse state of one sequence against a compiled grammar.

@@ -27,8 +27,8 @@ backend is created in the scheduler process, which SGLang starts with the "spawn
   `[project.entry-points."sglang.srt.plugins"] stencil = "stencil.sglang:register"`.
 
 Request keys: ("json", schema text, or "$$ANY$$" for any JSON), ("regex", pattern),
-("ebnf", GBNF grammar); structural tags are not supported (an invalid-grammar object,
-which makes SGLang abort the request with the message).
+("ebnf", GBNF grammar), ("structural_tag", the XGrammar 0.2 JSON); a refused request gets
+an invalid-grammar object, which makes SGLang abort the request with the message.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from ._util import env_flag, utf8_prefix
 
 logger = logging.getLogger(__name__)
 
-try:  # pragma: no cover - SGLang is GPU-only and not installed in the test environment
+try:  # SGLang's classes where it is installed (python/tests/engines drives the real one)
     from sglang.srt.constrained import base_grammar_backend as _sgl
 
     _ObjectBase = _sgl.BaseGrammarObject
@@ -110,7 +110,7 @@ BACKEND_NAME = "stencil"
 def _invalid(message: str) -> Any:
     """SGLang's marker of a grammar that failed to compile: `InvalidGrammarObject(msg)`
     in recent releases, the `INVALID_GRAMMAR_OBJ` sentinel or None in older ones."""
-    if _sgl is not None:  # pragma: no cover - needs SGLang
+    if _sgl is not None:
         cls = getattr(_sgl, "InvalidGrammarObject", None)
         if cls is not None:
             return cls(message)
@@ -179,7 +179,7 @@ class StencilGrammar(_ObjectBase):
         """-inf on the logits of disallowed tokens (xgrammar's GPU kernel when available;
         Stencil's torch implementation otherwise)."""
         if getattr(logits, "is_cuda", False):
-            try:  # pragma: no cover - needs a GPU and xgrammar
+            try:  # pragma: no cover - CUDA logits: needs a GPU
                 import xgrammar
 
                 xgrammar.apply_token_bitmask_inplace(logits, vocab_mask.to(logits.device))
@@ -276,14 +276,25 @@ class StencilGrammarBackend(_BackendBase):
         return self._wrap(lambda: self.compiler.compile_grammar(key_string), "ebnf", key_string)
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
-        logger.error("Stencil does not support structural_tag requests: %r", key_string)
-        return _invalid(
-            "the Stencil grammar backend does not support structural_tag requests; "
-            "use the xgrammar or llguidance backend for them"
-        )
+        def fn():
+            return self.compiler.compile_structural_tag(json.loads(key_string), strict=self.strict)
+
+        return self._wrap(fn, "structural_tag", key_string)
 
     def dispatch_fallback(self, key_type: str, key_string: str) -> Any:
         return _invalid(f"the Stencil grammar backend does not support {key_type!r} requests")
+
+
+def _serving_option(server_args: Any, name: str) -> Any:
+    """A server option as the running SGLang resolved it: `get_serving()` in releases
+    with the runtime context (0.5.2x: the raw ServerArgs field may keep its default), the
+    ServerArgs attribute in older ones."""
+    try:
+        from sglang.srt.runtime_context import get_serving
+
+        return getattr(get_serving(), name)
+    except (ImportError, AttributeError, ValueError, RuntimeError):
+        return getattr(server_args, name, None)
 
 
 def create_backend(
@@ -294,32 +305,28 @@ def create_backend(
     **kwargs: Any,
 ) -> StencilGrammarBackend:
     """The `init_func` given to `register_grammar_backend`: SGLang calls it with
-    (server_args, tokenizer, vocab_size, eos_token_ids)."""
+    (server_args, tokenizer, vocab_size, eos_token_ids). The grammar ends on exactly the
+    model's EOS ids when SGLang passes them (the tokens its scheduler stops on): an end
+    token the tokenizer declares but the scheduler does not stop on would end the grammar
+    and leave the request running unconstrained."""
     disable_ws = kwargs.get("constrained_json_disable_any_whitespace")
     if disable_ws is None:
-        disable_ws = getattr(server_args, "constrained_json_disable_any_whitespace", False)
+        disable_ws = bool(_serving_option(server_args, "constrained_json_disable_any_whitespace"))
     strict = env_flag("STENCIL_SGLANG_STRICT")
-    backend = StencilGrammarBackend(
-        tokenizer, vocab_size, any_whitespace=not disable_ws, strict=strict
-    )
+    vocab = None
     if eos_token_ids:
-        missing = set(int(t) for t in eos_token_ids) - set(backend.vocab.eos_ids)
-        if missing:
-            # The model's EOS ids must end the grammar too: rebuild with them.
-            ids = sorted(set(backend.vocab.eos_ids) | missing)
-            vocab = Vocab.from_huggingface(tokenizer, vocab_size=backend.vocab.size, eos_ids=ids)
-            backend = StencilGrammarBackend(
-                tokenizer, any_whitespace=not disable_ws, strict=strict, vocab=vocab
-            )
-    return backend
+        width = max(int(vocab_size or 0), len(tokenizer))
+        ids = sorted(int(t) for t in eos_token_ids if 0 <= int(t) < width)
+        vocab = Vocab.from_huggingface(tokenizer, vocab_size=width, eos_ids=ids)
+    return StencilGrammarBackend(tokenizer, vocab_size, any_whitespace=not disable_ws, strict=strict, vocab=vocab)
 
 
 def register(name: str = BACKEND_NAME) -> None:
     """Registers the backend with SGLang under `name` (see the module docstring)."""
-    from sglang.srt.constrained.base_grammar_backend import register_grammar_backend  # pragma: no cover
+    from sglang.srt.constrained.base_grammar_backend import register_grammar_backend
 
-    register_grammar_backend(name, create_backend)  # pragma: no cover
-    try:  # pragma: no cover
+    register_grammar_backend(name, create_backend)
+    try:
         from sglang.srt import server_args as sa
 
         choices = getattr(sa, "GRAMMAR_BACKEND_CHOICES", None)
@@ -329,14 +336,14 @@ def register(name: str = BACKEND_NAME) -> None:
                 add([name])
             else:
                 choices.append(name)
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - every release with the registry has server_args
         pass
 
 
 if __name__ == "__mp_main__":  # pragma: no cover - a spawned SGLang child of `python -m`
     register()
 
-if __name__ == "__main__":  # pragma: no cover - needs SGLang
+if __name__ == "__main__":
     register()
     from sglang.srt.server_args import prepare_server_args
 

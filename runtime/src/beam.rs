@@ -58,9 +58,6 @@ impl Session<'_> {
             if let Some(beams) = decoder.take_beams(handle) {
                 return beams;
             }
-            if decoder.is_idle() {
-                return Err(crate::RuntimeError::Beam("the search ended without beams".into()));
-            }
             decoder.step(|_, _| {})?;
         }
     }

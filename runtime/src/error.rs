@@ -6,6 +6,7 @@ use thiserror::Error;
 
 /// Everything that can go wrong loading a model or generating.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     #[error("llama.cpp backend could not start: {0}")]
     Backend(String),
@@ -35,7 +36,9 @@ pub enum RuntimeError {
     NoTokenizer,
     #[error("the prompt ({prompt} tokens) and max_tokens ({max_tokens}) do not fit the context of {n_ctx} tokens")]
     ContextOverflow { prompt: usize, max_tokens: usize, n_ctx: u32 },
-    /// More sequences than the session can decode together.
+    /// More sequences than the session can decode together (`n` counts the KV sequences
+    /// the request needs: a beam search two per beam, contrastive search `k + 2` per
+    /// sample).
     #[error(
         "{n} sequences cannot be decoded together: the session has {free} free sequences (SessionOptions::n_seq_max), \
          and they need {needed} KV cells (prompt + n * max_tokens, with those already running) of the context's {n_ctx}; \
@@ -44,6 +47,12 @@ pub enum RuntimeError {
     TooManySequences { n: usize, free: usize, needed: usize, n_ctx: usize },
     #[error("llama.cpp decode failed: {0}")]
     Decode(String),
+    /// The KV cache has no room for a forward pass's rows (llama.cpp's "no KV slot"): fewer
+    /// sequences, a shorter prompt or a larger context would fit.
+    #[error(
+        "the KV cache has no room for this forward pass: lower the sequences or the tokens, or raise the context size"
+    )]
+    KvCacheFull,
     #[error(transparent)]
     Sampling(#[from] stencil_sampling::SamplingError),
     /// The grammar engine refused a token it had allowed, or failed: a bug, reported
@@ -64,8 +73,13 @@ pub enum RuntimeError {
     /// Speculation where it cannot apply.
     #[error("speculative decoding does not apply to {0}")]
     SpeculationUnsupported(&'static str),
-    #[error("beam search: {0}")]
-    Beam(String),
+    /// A structural tag's reader failed on the output (a bug: the grammar allowed it), or
+    /// could not be built.
+    #[error("structural tag: {0}")]
+    Structural(String),
+    /// Beam search asked for no beams.
+    #[error("beam search needs at least one beam (n_beams)")]
+    NoBeams,
     /// Contrastive search on a session without hidden states.
     #[error(
         "contrastive search needs the model's hidden states: open the session with SessionOptions::embeddings \

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 
 use llama_cpp_2::context::LlamaContext;
-use stencil_mask::{CompiledGrammar, Vocabulary};
+use stencil_mask::{CompileError, CompiledGrammar, Vocabulary};
 use stencil_sampling::{SamplingParams, StopStrings, Utf8Stream};
+use stencil_structural::CompiledTag;
 
 use crate::decode::forward::{clear_seq, LlamaForward};
 use crate::decode::{Forward, Row};
@@ -46,6 +47,10 @@ pub struct GenerateRequest {
     /// Alternatives to report per sampled token ([`Generation::top_logprobs`]): the `n` most
     /// likely allowed tokens. Default 0 (none); contrastive search reports none.
     pub top_logprobs: usize,
+    /// The structural tag `grammar` was compiled from, when it has reasoning budgets
+    /// (`any_text`'s `max_tokens`): the loop counts them and forces the close of a spent
+    /// one ([`with_structural_tag`](Self::with_structural_tag)). Beam search ignores them.
+    pub structural_tag: Option<Arc<CompiledTag>>,
 }
 
 impl GenerateRequest {
@@ -60,7 +65,40 @@ impl GenerateRequest {
             fast_forward: true,
             speculation: None,
             top_logprobs: 0,
+            structural_tag: None,
         }
+    }
+
+    /// Constrains the output by a structural tag: its grammar compiled for `vocab` (the
+    /// model's), its reasoning budgets counted.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stencil_runtime::{GenerateRequest, Prompt};
+    /// let tag = serde_json::json!({"format": {"type": "sequence", "elements": [
+    ///     {"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_tokens": 64}, "end": "</think>"},
+    ///     {"type": "const_string", "value": "Yes."}]}});
+    /// let tag = Arc::new(stencil_structural::compile_json(&tag, &Default::default()).unwrap());
+    /// use stencil_mask::{TokenKind, Vocabulary};
+    /// let mut tokens = vec![(b"<eos>".to_vec(), TokenKind::Control)];
+    /// tokens.extend((0..=255u8).map(|b| (vec![b], TokenKind::Byte)));
+    /// let vocab = Arc::new(Vocabulary::new(tokens, vec![0]).unwrap());
+    /// let request = GenerateRequest::new(Prompt::Tokens(vec![1])).with_structural_tag(tag, &vocab).unwrap();
+    /// assert_eq!(request.constraint_label, "structural-tag");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The engine's [`CompileError`] for a grammar it cannot compile.
+    pub fn with_structural_tag(
+        mut self,
+        tag: Arc<CompiledTag>,
+        vocab: &Arc<Vocabulary>,
+    ) -> std::result::Result<Self, CompileError> {
+        self.grammar = Some(CompiledGrammar::new(&tag.grammar, vocab.clone())?);
+        self.constraint_label = "structural-tag".into();
+        self.structural_tag = Some(tag);
+        Ok(self)
     }
 
     /// Constrains the output by `grammar`, labelled `label` in the record.

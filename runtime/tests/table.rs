@@ -137,7 +137,7 @@ fn beams_share_the_loop_with_samples() {
 fn beams_need_two_sequences_each() {
     let mut s = session(3);
     let err = s.beam_search(&request(&s, 1.0, 4), &BeamParams { n_beams: 2, length_penalty: 1.0 }).unwrap_err();
-    assert!(err.to_string().contains("2 beams need 4 free sequences"), "{err}");
+    assert!(matches!(err, stencil_runtime::RuntimeError::TooManySequences { n: 4, free: 3, .. }), "{err}");
 }
 
 #[test]
@@ -158,6 +158,7 @@ fn the_mean_logprob_leaves_out_single_choice_steps() {
         for (&t, lp) in g.tokens.iter().zip(&g.logprobs) {
             let mut mask = bitmask::new_mask(s.vocab().mask_width());
             m.fill_mask(&mut mask).unwrap();
+            bitmask::clear(&mut mask, 0); // ignore_eos
             if bitmask::count(&mask) > 1 {
                 with_choice.push(f64::from(lp.expect("every token was sampled")));
             } else {
@@ -175,4 +176,67 @@ fn the_mean_logprob_leaves_out_single_choice_steps() {
         assert!((got - want).abs() < 1e-5, "seed {seed}: {got} against {want}");
     }
     assert!(seen_single, "no single-choice step was sampled");
+}
+
+/// A structural tag `<t>` any text `</t>` then `ok`, the text's budget `max_tokens`.
+fn think_then_ok(s: &Session<'_>, max_tokens: u32) -> GenerateRequest {
+    let tag = serde_json::json!({"format": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<t>", "content": {"type": "any_text", "max_tokens": max_tokens}, "end": "</t>"},
+        {"type": "const_string", "value": "ok"}]}});
+    let tag = std::sync::Arc::new(stencil_structural::compile_json(&tag, &Default::default()).unwrap());
+    GenerateRequest::new(Prompt::Tokens(vec![1, 2]))
+        .with_params(SamplingParams { temperature: 1.0, max_tokens: 60, ..SamplingParams::default() })
+        .with_structural_tag(tag, s.vocab())
+        .unwrap()
+}
+
+/// Tokens the model sampled (not forced) that put text between `<t>` and `</t>`.
+fn thinking_tokens(vocab: &stencil_mask::Vocabulary, g: &stencil_runtime::Generation) -> usize {
+    let mut text: Vec<u8> = Vec::new();
+    let mut inside = 0;
+    for (&t, lp) in g.tokens.iter().zip(&g.logprobs) {
+        let closed = text.windows(4).any(|w| w == b"</t>");
+        text.extend_from_slice(vocab.token_bytes(t));
+        let open = text.windows(3).position(|w| w == b"<t>").map(|i| i + 3);
+        if lp.is_some() && !closed && open.is_some_and(|o| text.len() > o) {
+            inside += 1;
+        }
+    }
+    inside
+}
+
+#[test]
+fn a_reasoning_budget_closes_the_thinking_after_its_tokens() {
+    // Bytes and a few words, so the table model babbles inside `<t>` until told to stop.
+    let mut words: Vec<String> = (b'a'..=b'z').map(|b| (b as char).to_string()).collect();
+    words.extend(["<", ">", "/", " ", "<t>", "</t>", "ok", "t"].map(String::from));
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let vocab = toy::words(&words);
+    let options = SessionOptions { n_seq_max: 8, n_batch: 512, ..SessionOptions::default() };
+    let mut s = Session::over(Box::new(TableModel::new(vocab.len(), 9, -3.0)), vocab.clone(), options);
+    let draft = TableModel::new(vocab.len(), 9, -3.0).favouring(7, 1.0);
+    s.attach_draft_forward(Box::new(draft), &vocab).unwrap();
+    for budget in [1u32, 4, 9] {
+        for speculate in [false, true] {
+            let mut r = think_then_ok(&s, budget);
+            if speculate {
+                r.speculation =
+                    Some(stencil_runtime::Speculation::DraftModel(stencil_runtime::speculate::DraftModel {
+                        max_draft: 5,
+                    }));
+            }
+            for seed in 0..8 {
+                r.params.seed = Some(seed);
+                let g = s.generate(&r, |_| {}).unwrap();
+                assert!(g.stop_reason.is_natural(), "{:?} {:?}", g.stop_reason, g.text);
+                assert!(g.text.starts_with("<t>") && g.text.ends_with("</t>ok"), "{:?}", g.text);
+                let spent = thinking_tokens(&vocab, &g);
+                assert!(
+                    spent <= budget as usize,
+                    "budget {budget}, speculate {speculate}: {spent} tokens in {:?}",
+                    g.text
+                );
+            }
+        }
+    }
 }

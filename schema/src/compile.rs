@@ -41,8 +41,24 @@ pub(crate) struct Ctx<'o> {
 /// What [`crate::SchemaLimits`] bounds while compiling (besides the rule count).
 pub(crate) struct Budget {
     start: Instant,
-    /// Value rules being compiled, nested (see `SchemaLimits::max_depth`).
-    depth: usize,
+    /// The depth of the walk (see `SchemaLimits::max_depth`): value rules being compiled
+    /// one inside another, and the references and applicators followed to reach the
+    /// member being expanded.
+    pub(crate) depth: usize,
+}
+
+/// Stack left below which a recursive step of the compile continues on a new segment.
+const RED_ZONE: usize = 256 << 10;
+/// The size of each new segment.
+const SEGMENT: usize = 4 << 20;
+
+/// Runs `f` (a recursive step of the compile) where at least [`RED_ZONE`] of stack is
+/// left, on a new segment of [`SEGMENT`] bytes when the caller's stack is nearly used up.
+/// The walk is bounded by `SchemaLimits::max_depth`, but its bound must not depend on the
+/// caller's thread: a tokio worker has 2 MiB, the main thread 8 MiB, and a step of the
+/// compile takes about 0.8 KB (a `$ref` followed) to several KB (a value nested).
+pub(crate) fn grow<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
 }
 
 /// The keywords the grammar does not enforce: errors in strict mode, warnings (each
@@ -190,10 +206,28 @@ impl<'o> Ctx<'o> {
             return Err(too_large(SchemaLimit::CompileTime, ms.min(u64::MAX as u128) as u64, ptr.into(), reason));
         }
         if self.budget.depth > limits.max_depth {
-            let reason = format!("subschemas nest deeper than {} levels (limit max_depth)", limits.max_depth);
-            return Err(too_large(SchemaLimit::Depth, limits.max_depth as u64, ptr.into(), reason));
+            return Err(self.too_deep(ptr.into()));
         }
         Ok(())
+    }
+
+    /// The depth (one more reference or applicator followed, to `sid`) and the time against
+    /// their limits; the pointer is made only for the error.
+    pub(crate) fn check_depth(&self, sid: Sid) -> Result<(), SchemaError> {
+        if self.budget.depth > self.opts.limits.max_depth {
+            return Err(self.too_deep(self.loc.ptr(sid)));
+        }
+        if self.budget.start.elapsed() > self.opts.limits.max_compile_time {
+            return self.check_budget(&self.loc.ptr(sid));
+        }
+        Ok(())
+    }
+
+    fn too_deep(&self, pointer: String) -> SchemaError {
+        let max = self.opts.limits.max_depth;
+        let reason =
+            format!("subschemas and the references between them nest deeper than {max} levels (limit max_depth)");
+        too_large(SchemaLimit::Depth, max as u64, pointer, reason)
     }
 
     /// The grammar of a value satisfying every member of `conj`, as a rule reference; None
@@ -236,7 +270,7 @@ impl<'o> Ctx<'o> {
         self.remember(conj, depth, Some(id));
         at_depth(&mut self.memo.branch_rules, depth).insert(key.clone(), Some(id));
         self.budget.depth += 1;
-        let body = self.check_budget(&ptr).and_then(|()| self.value_body(&branches, depth));
+        let body = self.check_budget(&ptr).and_then(|()| grow(|| self.value_body(&branches, depth)));
         self.budget.depth -= 1;
         let body = body?;
         match body {

@@ -69,10 +69,32 @@
 //! `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u00XX` (lowercase hex) for the other control
 //! characters, everything else literally. Numbers are JSON numbers; with bounds they are
 //! written without an exponent.
+//!
+//! Whitespace is compact, flexible with a cap on each run, or exact indentation. With
+//! `PropertyOrder::Any`, declared properties come in any order, presence and no
+//! duplicates enforced for up to `SchemaLimits::max_any_order_properties` (8) declared
+//! properties; beyond, lenient mode widens (required names tracked, the rest free).
+//!
+//! ## Where things are
+//! Besides the steps above: `compile.rs` (the driver and the limits), `keyset.rs` and
+//! `hirset.rs` (key languages of patterns, less the declared names), `not_in.rs` (keys
+//! that are none of some names), `ecma.rs` (ECMA-262 patterns), `formats.rs`,
+//! `numbers.rs` (exact integer ranges), `escape.rs` (JSON escaping), `memo.rs` (what a
+//! compile computes once), `validate.rs` and `depth.rs` (post-hoc validation on a stack
+//! sized for the schema). One rule per subschema (per distinct conjunction): `$ref`s are
+//! rule references, so recursion works.
+//!
+//! ## Tests
+//! The JSON-Schema-Test-Suite ratchet (`tests/test_suite.rs`, expectations in
+//! `tests/expected/`, over the suite vendored in `fixtures/json-schema-test-suite/`); the
+//! conformance run over a JSONSchemaBench split outside the repository
+//! (`tests/jsonschemabench.rs`, not in `cargo test`: `scripts/conformance.sh --corpus
+//! DIR`).
 
 #![warn(missing_docs)]
 
 mod compile;
+mod depth;
 mod dnf;
 mod ecma;
 mod emit;
@@ -274,9 +296,14 @@ pub struct SchemaOptions {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaLimits {
-    /// Subschemas nested inside one another while compiling (through `properties`, `items`,
-    /// `$ref` chains...; a recursive schema counts each distinct subschema once, so
-    /// recursion itself is not limited). Default 128: compiling recurses once per level.
+    /// The depth of the compile's walk: a value nested in another (`properties`, `items`,
+    /// ...) is one level deeper, and so is each reference or applicator followed to reach
+    /// a subschema (`$ref`, `$dynamicRef`, `allOf`, `anyOf`, `oneOf`, `if`); a recursive
+    /// schema counts each distinct subschema once, so recursion itself is not limited.
+    /// Default 4,096: a chain of 2,000 `$ref`s compiles. The walk needs no more stack than
+    /// the caller's thread has (it continues on new segments), but the `jsonschema`
+    /// validator recurses once per level too, and [`Validator`] refuses schemas deeper
+    /// than this default.
     pub max_depth: usize,
     /// Branches of one value after expanding `anyOf`/`oneOf` (and their products through
     /// `allOf` and `$ref`). Default 1024.
@@ -301,7 +328,7 @@ pub struct SchemaLimits {
 impl Default for SchemaLimits {
     fn default() -> Self {
         SchemaLimits {
-            max_depth: 128,
+            max_depth: 4096,
             max_branches: 1024,
             max_rules: 200_000,
             max_repetition: 10_000,
@@ -399,6 +426,7 @@ pub struct CompiledSchema {
 /// Why a schema could not be compiled. Every variant names the JSON pointer of the
 /// subschema involved.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A keyword the grammar cannot enforce (strict mode).
     #[error("`{keyword}` at {} cannot be enforced by a grammar: {reason}", display_pointer(.pointer))]

@@ -2,6 +2,12 @@
 //! and their matchers, string contents, the keys of `patternProperties` patterns, and the
 //! `jsonschema` validators that check `enum` values against the other keywords.
 //!
+//! So patterns are translated once per compile (and their keys less the declared names
+//! built once per set of names), and a string of one pattern or format with its length
+//! bounds is escaped once (schemas repeat `format: date-time`). The `enum` validators are
+//! built over the documents prepared once per compile; members that are only a `$ref`,
+//! an `allOf` or an `anyOf` are not checked (their subschemas are members too).
+//!
 //! Invariant: a memo entry depends only on its key and the compile's options, so reading
 //! it instead of recomputing never changes the grammar.
 
@@ -28,7 +34,9 @@ pub(crate) struct Memo {
     pub(crate) branch_rules: Vec<HashMap<Vec<Member>, Option<RuleId>>>,
     /// What each member says about types, for [`Ctx::drop_implied`].
     pub(crate) type_facts: HashMap<Member, crate::dnf::TypeFacts>,
-    validators: HashMap<Sid, Option<jsonschema::Validator>>,
+    validators: HashMap<Sid, Option<(jsonschema::Validator, usize)>>,
+    /// How deep the validators' walks go from each subschema (see [`crate::depth`]).
+    depths: crate::depth::Depths,
     /// The documents, prepared once for `validators` (`None` until first needed; `Err` when
     /// the `jsonschema` crate cannot read them).
     validator_docs: Option<Result<crate::validate::PreparedDocs, String>>,
@@ -101,19 +109,37 @@ impl<'o> Ctx<'o> {
         Ok(self.memo.matchers[pattern].as_ref().is_none_or(|re| re.is_match(name)))
     }
 
-    /// The `jsonschema` validator of the subschema at `sid` (`None` when it cannot be built).
-    pub(crate) fn validator(&mut self, sid: Sid) -> Option<&jsonschema::Validator> {
+    /// Whether `v` is valid against the subschema at `sid` by the `jsonschema` crate
+    /// (`None` when its validator cannot be built).
+    pub(crate) fn valid(&mut self, sid: Sid, v: &serde_json::Value) -> Option<bool> {
+        let (validator, stack) = self.validator(sid)?;
+        Some(crate::validate::on_stack(*stack, || validator.is_valid(v)))
+    }
+
+    /// The `jsonschema` validator of the subschema at `sid` and the stack it needs (`None`
+    /// when it cannot be built).
+    fn validator(&mut self, sid: Sid) -> Option<&(jsonschema::Validator, usize)> {
         if !self.memo.validators.contains_key(&sid) {
             let loc = self.loc.loc(sid).clone();
             let uri = format!("{}#{}", self.loc.res.doc_uris[loc.0], loc.1);
             let draft = self.loc.draft(sid);
             let wrapper = serde_json::json!({"$schema": draft_uri(draft), "$ref": uri});
             let (res, registry) = (&self.loc.res, &self.opts.registry);
-            let docs = self.memo.validator_docs.get_or_insert_with(|| {
+            self.memo.validator_docs.get_or_insert_with(|| {
                 let docs = res.doc_uris.iter().cloned().zip(res.docs.iter().map(|&d| std::sync::Arc::new(d.clone())));
                 crate::validate::PreparedDocs::new(docs, registry)
             });
-            let val = docs.as_ref().ok().and_then(|d| d.validator(&wrapper).ok());
+            // The crate recurses once per level below the subschema, and may walk each path:
+            // none past `max_depth` or `max_branches`² paths.
+            let depth = self.memo.depths.walk(&mut self.loc.res, &self.opts.registry, loc, &self.opts.limits);
+            let docs = self.memo.validator_docs.as_ref().expect("prepared above");
+            let val = match depth {
+                Ok(w) => {
+                    let stack = crate::depth::stack_for(w.depth + 1);
+                    docs.as_ref().ok().and_then(|docs| docs.validator(&wrapper, stack).ok()).map(|v| (v, stack))
+                }
+                Err(_) => None,
+            };
             self.memo.validators.insert(sid, val);
         }
         self.memo.validators.get(&sid).and_then(|v| v.as_ref())

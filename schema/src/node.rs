@@ -145,6 +145,37 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A hash that values equal by [`json_eq`] share: numbers hash by their `f64` value
+/// (equal numbers convert to the same one), object members in any order.
+pub(crate) fn json_hash(v: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    match v {
+        Value::Null => 0u8.hash(&mut h),
+        Value::Bool(b) => (1u8, b).hash(&mut h),
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            (2u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h)
+        }
+        Value::String(s) => (3u8, s).hash(&mut h),
+        Value::Array(a) => {
+            4u8.hash(&mut h);
+            for x in a {
+                json_hash(x).hash(&mut h);
+            }
+        }
+        Value::Object(o) => {
+            let members = o.iter().fold(0u64, |acc, (k, x)| {
+                let mut m = rustc_hash::FxHasher::default();
+                (k, json_hash(x)).hash(&mut m);
+                acc.wrapping_add(m.finish())
+            });
+            (5u8, members).hash(&mut h)
+        }
+    }
+    h.finish()
+}
+
 /// Keywords that constrain nothing (annotations, structure handled elsewhere).
 pub(crate) const IGNORED: &[&str] = &[
     "$schema",

@@ -1,5 +1,6 @@
 //! Documents, base URIs, `$id`/`id`, `$anchor` and `$ref` resolution (JSON pointers,
-//! anchors, embedded resources, remote documents from the caller's registry).
+//! anchors, embedded resources, remote documents from the caller's registry, never
+//! fetched).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -40,7 +41,7 @@ pub(crate) struct Resources<'a> {
 }
 
 /// Keywords whose value is one subschema.
-const SINGLE: &[&str] = &[
+pub(crate) const SINGLE: &[&str] = &[
     "additionalProperties",
     "additionalItems",
     "items",
@@ -55,7 +56,7 @@ const SINGLE: &[&str] = &[
     "contentSchema",
 ];
 /// Keywords whose value is an array of subschemas.
-const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+pub(crate) const ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value is a map of subschemas.
 const MAPS: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
@@ -203,20 +204,20 @@ impl<'a> Resources<'a> {
             push_token(ptr, k);
             let kp = ptr.len();
             if single && sub.is_object() {
-                self.index(doc, ptr, sub, &base, draft);
+                crate::compile::grow(|| self.index(doc, ptr, sub, &base, draft));
             }
             if let (true, Value::Array(a)) = (array, sub) {
                 for (i, s) in a.iter().enumerate() {
                     use std::fmt::Write;
                     let _ = write!(ptr, "/{i}");
-                    self.index(doc, ptr, s, &base, draft);
+                    crate::compile::grow(|| self.index(doc, ptr, s, &base, draft));
                     ptr.truncate(kp);
                 }
             }
             if let (true, Value::Object(mm)) = (map, sub) {
                 for (name, s) in mm.iter().filter(|(_, s)| s.is_object()) {
                     push_token(ptr, name);
-                    self.index(doc, ptr, s, &base, draft);
+                    crate::compile::grow(|| self.index(doc, ptr, s, &base, draft));
                     ptr.truncate(kp);
                 }
             }

@@ -42,12 +42,25 @@ fn retriever(registry: &Registry) -> RegistryRetriever {
     RegistryRetriever(Arc::new(registry.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()))
 }
 
-pub(crate) fn build_validator(schema: &Value, registry: &Registry) -> Result<jsonschema::Validator, String> {
-    jsonschema::options()
-        .with_retriever(retriever(registry))
-        .should_validate_formats(true)
-        .build(schema)
-        .map_err(|e| e.to_string())
+/// Runs `f` (the `jsonschema` crate, which recurses once per level of the schema) where
+/// at least `stack` bytes of stack are left: in place when the caller's thread has them, on
+/// a new segment otherwise (see [`crate::depth::stack_for`]).
+pub(crate) fn on_stack<T>(stack: usize, f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(stack, stack, f)
+}
+
+/// The depth of `schema` for the `jsonschema` crate (see [`crate::depth`]), within
+/// the default [`crate::SchemaLimits`].
+fn checked_depth(schema: &Value, registry: &Registry) -> Result<usize, InvalidSchema> {
+    let mut res = crate::resolve::Resources::new(schema, crate::Draft::default());
+    let start = (0, String::new());
+    let walk = crate::depth::Depths::default().walk(&mut res, registry, start, &crate::SchemaLimits::default());
+    walk.map(|w| w.depth).map_err(|e| match e {
+        crate::SchemaError::TooLarge { pointer, reason, .. } => {
+            InvalidSchema { message: format!("the schema at #{pointer} is too big to validate: {reason}") }
+        }
+        other => InvalidSchema { message: other.to_string() },
+    })
 }
 
 /// Documents read once for many validators: a schema compile checks enum values against
@@ -74,20 +87,23 @@ impl PreparedDocs {
         Ok(PreparedDocs { retriever, registry })
     }
 
-    /// A validator (formats asserted) for `schema`, its references resolved in these documents.
-    pub fn validator(&self, schema: &Value) -> Result<jsonschema::Validator, String> {
-        jsonschema::options()
-            .with_retriever(self.retriever.clone())
-            .with_registry(&self.registry)
-            .should_validate_formats(true)
-            .build(schema)
-            .map_err(|e| e.to_string())
+    /// A validator (formats asserted) for `schema`, its references resolved in these
+    /// documents, built where `stack` bytes of stack are left ([`on_stack`]).
+    pub fn validator(&self, schema: &Value, stack: usize) -> Result<jsonschema::Validator, String> {
+        on_stack(stack, || {
+            jsonschema::options()
+                .with_retriever(self.retriever.clone())
+                .with_registry(&self.registry)
+                .should_validate_formats(true)
+                .build(schema)
+                .map_err(|e| e.to_string())
+        })
     }
 }
 
 /// The schema given to [`Validator::new`] cannot be used for validation (the `jsonschema`
 /// crate rejects it: an unknown `$ref`, a bad regular expression, a keyword of the wrong
-/// type...).
+/// type...), or is too big for it (see [`Validator::new`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct InvalidSchema {
@@ -114,6 +130,8 @@ pub struct InvalidSchema {
 /// ```
 pub struct Validator {
     inner: jsonschema::Validator,
+    /// The stack the crate needs to validate against this schema.
+    stack: usize,
 }
 
 impl std::fmt::Debug for Validator {
@@ -126,16 +144,52 @@ impl Validator {
     /// Compiles `schema` (formats asserted), `$ref`s to other documents resolved through
     /// `registry` only.
     ///
+    /// The `jsonschema` crate recurses once per level of the schema, building and
+    /// validating, and may walk every path through the schema's subschemas and references
+    /// (an instance that fails every `anyOf` branch): a schema whose subschemas and
+    /// references nest deeper than [`crate::SchemaLimits::max_depth`]'s default (4,096), or
+    /// with more than `max_branches`² (1,048,576) such paths from one subschema, is
+    /// refused, and the crate runs on a stack sized for the depth (in place when the
+    /// caller's thread has it, on a new segment otherwise), so that no schema overflows
+    /// the caller's stack or takes exponential time.
+    ///
+    /// ```
+    /// use stencil_schema::{Registry, Validator};
+    /// let mut defs = serde_json::Map::new();
+    /// for i in 0..5000 {
+    ///     defs.insert(format!("d{i}"), serde_json::json!({"$ref": format!("#/$defs/d{}", i + 1)}));
+    /// }
+    /// let chain = serde_json::json!({"$defs": defs, "$ref": "#/$defs/d0"});
+    /// let e = Validator::new(&chain, &Registry::new()).unwrap_err();
+    /// assert!(e.message.ends_with("(limit max_depth)"), "{e}");
+    /// ```
+    ///
     /// # Errors
-    /// [`InvalidSchema`] when the `jsonschema` crate rejects the schema.
+    /// [`InvalidSchema`] when the `jsonschema` crate rejects the schema, or it is too deep.
     pub fn new(schema: &Value, registry: &Registry) -> Result<Validator, InvalidSchema> {
-        build_validator(schema, registry).map(|inner| Validator { inner }).map_err(|message| InvalidSchema { message })
+        let stack = crate::depth::stack_for(checked_depth(schema, registry)?);
+        let inner = on_stack(stack, || {
+            jsonschema::options()
+                .with_retriever(retriever(registry))
+                .should_validate_formats(true)
+                .build(schema)
+                .map_err(|e| InvalidSchema { message: e.to_string() })
+        })?;
+        Ok(Validator { inner, stack })
     }
 
     /// Every reason `instance` is invalid (none: `Ok`).
     pub fn validate(&self, instance: &Value) -> Result<(), Vec<ValidationIssue>> {
-        let issues: Vec<ValidationIssue> = self
-            .inner
+        let issues: Vec<ValidationIssue> = on_stack(self.stack, || self.issues(instance));
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(issues)
+        }
+    }
+
+    fn issues(&self, instance: &Value) -> Vec<ValidationIssue> {
+        self.inner
             .iter_errors(instance)
             .map(|e| {
                 let schema_pointer = e.schema_path().to_string();
@@ -147,18 +201,13 @@ impl Validator {
                     message: e.to_string(),
                 }
             })
-            .collect();
-        if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(issues)
-        }
+            .collect()
     }
 
     /// Whether `instance` is valid (faster than [`Validator::validate`]: no issues are
     /// collected).
     pub fn is_valid(&self, instance: &Value) -> bool {
-        self.inner.is_valid(instance)
+        on_stack(self.stack, || self.inner.is_valid(instance))
     }
 }
 

@@ -6,6 +6,8 @@
 //!   full models.
 //! - [`toy`]: the small hand-made vocabularies of the engine and schema suites, by name.
 //! - [`rng`]: the seeded generators the tests draw from.
+//! - [`hostile`]: generators of hostile schemas and grammars at any size (deep `$ref`
+//!   chains, cycles, huge enums, rule chains), shared by the tests and the fuzz targets.
 //! - [`snapshot`]: the runner of the `fixtures/bad/` catalogues (an input, its `.expected`
 //!   file), and the one variable that rewrites expected files, `STENCIL_UPDATE=1`.
 //! - [`corpus`]: the JSON-Schema-Test-Suite and JSONSchemaBench folders, and "does the mask
@@ -25,6 +27,7 @@
 pub mod checks;
 pub mod corpus;
 pub mod fixtures;
+pub mod hostile;
 #[cfg(feature = "models")]
 pub mod models;
 pub mod process;

@@ -6,7 +6,9 @@
 //!   of unproductive rules.
 //! - [`compute_closures`]: per state, what the Earley parser adds along with it: the
 //!   states reached over nullable calls (same origin) and the states it predicts.
-//! - [`follow_bytes`]: per rule, the bytes that can come right after it ends (FOLLOW).
+//! - [`follow_bytes`]: per rule, the bytes that can come right after it ends (FOLLOW),
+//!   in any context: they bound what the mask cache must keep (after a number, `" the"`
+//!   cannot continue in any context, so it is dropped at cache time).
 //!
 //! Invariant: after [`trim`], every state that an edge or call reaches can reach its
 //! rule's final state, so a non-empty Earley item set means a viable prefix; the closures

@@ -23,6 +23,17 @@
 //! cache (`cache.rs`) takes its shortcuts from the [`TextFacts`] and the FOLLOW sets.
 //! Containers shared by the passes are in [`rows`], interned state sets in `sets.rs`.
 //! Each pass runs under a `tracing` span at debug level, with the sizes as fields.
+//!
+//! The table's rows are as long as their rule has byte classes (`Table::rows` says, per
+//! state, where its row starts and which class map it uses; rules that split the bytes
+//! alike share a map): a key's literal tells apart a few bytes where the whole grammar
+//! tells apart dozens, which made the tables of the Kubernetes and WashingtonPost schemas
+//! 3× smaller. Per-state lists (calls, token edges, predictions) are rows of one buffer
+//! each, not a vector per state. Rule by rule, the NFA, its DFA and the minimized DFA are
+//! built in buffers kept from one rule to the next, and the result is appended at once.
+//! The synthetic start rule (`<start> ::= root`) gives "can end". Compiling is
+//! sub-millisecond for the corpus grammars and builds no token tables: those are the mask
+//! cache's, filled on first use.
 
 mod analysis;
 mod build;

@@ -7,6 +7,12 @@
 //!   with the same body ([`representatives`]: one automaton for all copies); and the
 //!   rules fused into their tail callers (`fuse.rs`).
 //!
+//! Size decides inlining: a regex counts by its size, so long patterns stay shared rules,
+//! and `Rule::no_inline` keeps a small rule a rule (the schema compiler's keys). Rules
+//! share one automaton when their bodies are the same once their callees are replaced by
+//! their own representatives, compared callees first: a schema's subschema copied under
+//! other rule names is built once.
+//!
 //! Invariant: a rule gets an automaton of its own exactly when [`Plan::builds`] says so;
 //! every call of a rule that gets none is expanded (inlined), redirected (to its
 //! representative) or built into the automata of the rules that reach it by tail calls
@@ -25,6 +31,10 @@ use stencil_grammar::{Expr, Grammar, Rule};
 /// Expressions at most this big (see `expr_size`) are inlined into their callers when
 /// not recursive.
 const INLINE_MAX_SIZE: usize = 8;
+/// The most rule expansions nested inside one another (a chain `rI ::= rI+1` of tiny
+/// rules is cut into rules every this many): the NFA builder and the fusion pass recurse
+/// once per expansion.
+const INLINE_MAX_DEPTH: u32 = 32;
 
 /// What to build of each rule of [`Rules`] (indexes like its rules').
 pub(super) struct Plan {
@@ -293,11 +303,13 @@ fn regex_size(pattern: &stencil_grammar::Regex, regexes: &Regexes) -> usize {
     }
 }
 
-/// Rules to expand in place: not recursive, not the root, and small (`callees`: each
-/// rule's calls, from [`checked_callees`]).
+/// Rules to expand in place: not recursive, not the root, small, and at most
+/// [`INLINE_MAX_DEPTH`] expansions inside one another (`callees`: each rule's calls, from
+/// [`checked_callees`]).
 ///
 /// Linear in the grammar and without recursion on the call graph (a chain of 100,000
-/// rules must neither take quadratic time nor overflow the stack).
+/// rules must neither take quadratic time nor overflow the stack; the passes after this
+/// one recurse once per expansion, which the depth bounds).
 pub(super) fn choose_inlined(rules: &Rules, callees: &Rows<u32>, regexes: &Regexes) -> Vec<bool> {
     let n = rules.len();
     let recursive = recursive_rules(callees);
@@ -306,6 +318,8 @@ pub(super) fn choose_inlined(rules: &Rules, callees: &Rows<u32>, regexes: &Regex
     // An explicit post-order walk: a rule is sized once all its callees are.
     let mut inline = vec![false; n];
     let mut size: Vec<Option<usize>> = vec![None; n];
+    // Expansions nested in a rule's own, once its callees are decided.
+    let mut depth = vec![0u32; n];
     for r in 0..n {
         if recursive[r] {
             size[r] = Some(1);
@@ -342,7 +356,9 @@ pub(super) fn choose_inlined(rules: &Rules, callees: &Rows<u32>, regexes: &Regex
                 },
                 regexes,
             );
-            inline[r] = r != rules.root.0 as usize && own <= INLINE_MAX_SIZE;
+            depth[r] =
+                callees[r].iter().filter(|&&c| inline[c as usize]).map(|&c| depth[c as usize] + 1).max().unwrap_or(0);
+            inline[r] = r != rules.root.0 as usize && own <= INLINE_MAX_SIZE && depth[r] < INLINE_MAX_DEPTH;
             size[r] = Some(own);
         }
     }

@@ -5,9 +5,17 @@
 //!   reader needs them) and the [`TextFacts`](super::TextFacts):
 //!   - *runs*: the ASCII bytes that move a state where `a` does, and how many of them in
 //!     a row keep the item alive and alone ([`compute_runs`]; with non-ASCII characters
-//!     too: `utf8_run`);
+//!     too: `utf8_run`); unbounded for a string's loop, `maxLength - count` inside a
+//!     counted string;
 //!   - *reaches*: how many plain-text characters in a row, whichever they are, surely
 //!     keep the item alive and alone ([`plain_reach`]), and whether no longer text does.
+//!     Runs need every plain byte to go to one state; a reach does not: it is the
+//!     distance, backwards over plain characters, to a state where one may fail
+//!     (unbounded in an unanchored pattern's search, what is left of a `maxLength`
+//!     count). A reach is *exact* where nothing longer gets through (a count's end), and
+//!     *bounded* where the rule may end on the way;
+//!   - *text ends*: at the end of a piece of a long count split into rules (`split.rs`),
+//!     the `n` such that every plain text of `n` characters ends the rule.
 //! - The per-state questions built on them, as methods of [`Automaton`]: whether a state
 //!   loops over all plain text, its run, what plain text it takes after one byte, the one
 //!   rule it waits for...

@@ -8,6 +8,7 @@ use stencil_mask::{bitmask, Matcher};
 use stencil_sampling::{Sampler, SamplingParams, TokenHistory};
 
 use super::beams::BeamMember;
+use super::budget::Budgets;
 use super::forward::clear_seq;
 use super::sequence::{all_but_eos, join, timed_fill, Sequence, Stats};
 use super::speculation::draft_seed;
@@ -37,17 +38,8 @@ impl Decoder<'_, '_> {
         if request.params.contrastive().is_some() {
             return Err(RuntimeError::ContrastiveUnsupported("beam search"));
         }
-        let n = params.n_beams;
-        if n == 0 {
-            return Err(RuntimeError::Beam("n_beams must be at least 1".into()));
-        }
-        if self.free_seqs.len() < 2 * n {
-            return Err(RuntimeError::Beam(format!(
-                "{n} beams need {} free sequences (SessionOptions::n_seq_max is {}, {} free)",
-                2 * n,
-                self.session.options.n_seq_max,
-                self.free_seqs.len()
-            )));
+        if params.n_beams == 0 {
+            return Err(RuntimeError::NoBeams);
         }
         Ok(self.admit(request, 1, Some(params))?[0])
     }
@@ -100,7 +92,7 @@ impl Decoder<'_, '_> {
         let cells = (prompt.len() + n * per_sample).min(if lone { n_ctx } else { usize::MAX });
         if n == 0 || n * (1 + extra_seqs) > self.free_seqs.len() || self.reserved + cells > n_ctx {
             return Err(RuntimeError::TooManySequences {
-                n,
+                n: n * (1 + extra_seqs),
                 free: self.free_seqs.len(),
                 needed: self.reserved + cells,
                 n_ctx,
@@ -207,6 +199,10 @@ impl Decoder<'_, '_> {
                     cached_prompt_tokens: if i == 0 { cached } else { prompt.len() },
                     mask: first_mask_time,
                     ..Stats::default()
+                },
+                budgets: match &request.structural_tag {
+                    Some(tag) => Budgets::new(tag)?,
+                    None => None,
                 },
                 beam: None,
                 contrastive: contrastive.map(|(alpha, _)| {

@@ -94,6 +94,7 @@ impl Sequence {
             reserved: 0,
             stop: None,
             stats: Stats::default(),
+            budgets: None,
             beam: self.beam.as_ref().map(|b| BeamMember { group: b.group, width: b.width, logprob, candidates: None }),
             contrastive: None,
         }

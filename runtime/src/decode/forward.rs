@@ -84,7 +84,10 @@ impl Forward for LlamaForward<'_> {
                 .add(LlamaToken(row.token as i32), row.pos as i32, &[row.seq], row.logits)
                 .map_err(|e| RuntimeError::Decode(e.to_string()))?;
         }
-        self.ctx.decode(&mut self.batch).map_err(|e| RuntimeError::Decode(e.to_string()))
+        self.ctx.decode(&mut self.batch).map_err(|e| match e {
+            llama_cpp_2::DecodeError::NoKvCacheSlot => RuntimeError::KvCacheFull,
+            e => RuntimeError::Decode(e.to_string()),
+        })
     }
 
     fn logits(&self, row: usize) -> &[f32] {

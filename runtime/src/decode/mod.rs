@@ -29,12 +29,53 @@
 //! which a quantized model's logits show). Sampling right after the forward pass leaves no
 //! logits waiting between steps, so a sequence can be [`add`](Decoder::add)ed at any time.
 //!
+//! One step of a sequence, in order:
+//!
+//! 1. **Prefill** (admit.rs): the prompt's tokens; the KV cache keeps the longest prefix a
+//!    sequence already holds (sequence 0 is the session's prompt cache; a live sequence's
+//!    cells are shared), the rest is evaluated in passes of `n_batch` rows while the second
+//!    thread computes the grammar's first mask.
+//! 2. **Mask and draw** (sequence.rs): the logits of the sequence's last row are read in
+//!    place; the sampler builds its candidate list from the mask's set bits only, so a step
+//!    costs nothing proportional to the vocabulary where the grammar allows few tokens. EOS
+//!    is in the mask only where the grammar can end; where it must end, the sequence stops
+//!    without a pass (`GrammarComplete`). Bias or penalties that remove every allowed token
+//!    fall back to the most likely allowed one (the grammar wins).
+//! 3. **Accept and fast-forward**: the matcher accepts the token; with fast-forward the
+//!    tokens the grammar forces (`Matcher::forced_tokens`) follow it into the same pass.
+//! 4. **Text out**: token bytes (the engine's vocabulary: the bytes the masks were built on)
+//!    pass through `Utf8Stream` and `StopStrings` to the caller; the record counts tokens,
+//!    passes and times (record.rs).
+//! 5. **The pass** (pass.rs): every live sequence's pending rows in one
+//!    [`Forward::decode`], logits at each sequence's last row (or at a draft's
+//!    checkpoints); every next mask on the second thread meanwhile.
+//!
+//! Admission checks room: at most `n_seq_max` sequences, and prompt plus `n × max_tokens`
+//! cells within the context ([`RuntimeError::TooManySequences`](crate::RuntimeError::TooManySequences)).
+//! Finished sequences' cells are cleared only when a sequence is added: reused cells change
+//! llama.cpp's summation order, and quantized models then move logits by up to 0.07 nats,
+//! while without reuse N samples equal N separate generations bit for bit
+//! (`runtime/tests/batch.rs`; 26 of 26 on both models in `BENCHMARKS.md`'s scaling
+//! section, on the native build: AMX/VNNI kernels, `.cargo/config.toml`, and flash
+//! attention, which evaluates each row apart). A portable AVX2 build repacks Q4_K weights
+//! and multiplies 4 or more rows with a GEMM kernel that rounds otherwise than its 1–3-row
+//! GEMV: there, steps of 4 or more rows move Gemma's logits slightly.
+//!
+//! N samples of one prompt evaluate it once into one KV sequence and copy it to the others
+//! (cells shared: the context's KV cache is unified); sample `i` is seeded `seed + i`. A
+//! sequence added mid-flight has its prefill as its own pass, reusing the cached prefix.
+//! A cancelled sequence finishes with its text so far at the next step, without another
+//! forward pass; each sequence can report the alternatives of every token
+//! (`top_logprobs`).
+//!
 //! The model is anything that implements [`Forward`] (llama.cpp's context, or a test
 //! double: `runtime/tests/exact.rs` checks the loop's output distribution against the exact
-//! one on a table-driven model).
+//! one on a table-driven model; `runtime/tests/table.rs` checks beam search against
+//! enumeration).
 
 mod admit;
 mod beams;
+mod budget;
 mod candidates;
 pub mod forward;
 mod pass;

@@ -8,6 +8,7 @@ use stencil_mask::{bitmask, Matcher, Vocabulary};
 use stencil_sampling::{Sampler, SamplingError, TokenHistory};
 
 use super::beams::BeamMember;
+use super::budget::Budgets;
 use super::speculation::draw;
 use super::SequenceHandle;
 use crate::contrastive::Search;
@@ -68,6 +69,8 @@ pub(super) struct Sequence {
     pub(super) reserved: usize,
     pub(super) stop: Option<StopReason>,
     pub(super) stats: Stats,
+    /// The reasoning budgets of its structural tag, when it has any.
+    pub(super) budgets: Option<Budgets>,
     /// Its part in a beam search, when it is a beam.
     pub(super) beam: Option<BeamMember>,
     /// Contrastive search's state, when the request asks for it.
@@ -267,15 +270,39 @@ impl Sequence {
         if self.commit(&step, logprob, vocab) {
             return Ok(());
         }
+        // A spent reasoning budget: what closes its text is forced, and what the grammar
+        // forces after that.
+        if let (Some(budgets), Some(m)) = (self.budgets.as_ref(), self.matcher.as_mut()) {
+            let mut close = budgets.close(m, vocab);
+            close.truncate(max_tokens - self.tokens.len());
+            if !close.is_empty() {
+                m.accept_tokens(&close).map_err(|(_, e)| e)?;
+                if self.request.fast_forward {
+                    let room = (max_tokens - self.tokens.len() - close.len()).min(room_in_batch.saturating_sub(1));
+                    let more = m.forced_tokens(room);
+                    m.accept_tokens(&more).map_err(|(_, e)| e)?;
+                    close.extend(more);
+                }
+                self.stats.forced += close.len();
+                step.extend_from_slice(&close);
+                if self.commit(&close, None, vocab) {
+                    return Ok(());
+                }
+            }
+        }
         if self.tokens.len() >= max_tokens {
             self.stop = Some(StopReason::Length);
         } else if self.n_past + step.len() > n_ctx {
             self.stop = Some(StopReason::ContextFull);
         } else {
             // The room a draft has (drafts are made at the start of the next step).
-            let room = (max_tokens - self.tokens.len())
+            let mut room = (max_tokens - self.tokens.len())
                 .min(room_in_batch.saturating_sub(step.len()))
                 .min(n_ctx - self.n_past - step.len());
+            // Inside a budgeted text a draft and its bonus token must not overspend it.
+            if let Some(left) = self.budgets.as_ref().and_then(Budgets::left) {
+                room = room.min(left.saturating_sub(1));
+            }
             (self.draft_room, self.room_in_batch) = (room, room_in_batch);
             self.pending = step;
         }
@@ -293,6 +320,12 @@ impl Sequence {
                 let alternatives = if i == 0 { std::mem::take(&mut self.alternatives) } else { Vec::new() };
                 self.top_logprobs.push(alternatives);
             }
+            if let Some(budgets) = self.budgets.as_mut() {
+                if let Err(e) = budgets.feed(vocab.token_bytes(tok)) {
+                    self.error = Some(e);
+                    return true;
+                }
+            }
             if vocab.is_text(tok) {
                 let unsent = &mut self.unsent;
                 if let Some(stop) = self.out.push(vocab.token_bytes(tok), &mut |p: &str| unsent.push_str(p)) {
@@ -303,10 +336,6 @@ impl Sequence {
         }
         false
     }
-
-    /// Prompt-lookup speculation: a draft after the pending tokens, copied from the prompt
-    /// and the output, cut where its expected gain is largest ([`speculate::cut`], from the
-    /// session's acceptance counts `stats`, the pass cost `(a, b)` and the `live` sequences
 
     /// Ends the sequence with `result`'s error, if it is one.
     pub(super) fn fail_on(&mut self, result: Result<()>) {

@@ -20,7 +20,7 @@ use stencil_grammar::{Expr, Grammar, RuleId};
 use crate::compile::Ctx;
 use crate::escape::json_string;
 use crate::locate::{ref_overrides_siblings, Sid};
-use crate::node::{asserting, json_eq, value_type, Node, Types};
+use crate::node::{asserting, json_eq, json_hash, value_type, Node, Types};
 use crate::SchemaError;
 
 /// The grammar being written.
@@ -189,6 +189,9 @@ impl<'o> Ctx<'o> {
             // Strings deduplicated by hashing (a linear scan per value is quadratic in the
             // size of an enum), other values by JSON equality (1 == 1.0).
             let mut strings = std::collections::HashSet::new();
+            // Other values by a hash that JSON-equal values share, then by equality within
+            // its bucket (an enum of 10,000 objects took 20 s compared pairwise).
+            let mut others: rustc_hash::FxHashMap<u64, Vec<usize>> = Default::default();
             for v in vals {
                 if !value_type(&v).intersects(types) {
                     continue;
@@ -206,7 +209,14 @@ impl<'o> Ctx<'o> {
                 }
                 let fresh = match &v {
                     Value::String(text) => strings.insert(text.clone()),
-                    _ => !keep.iter().any(|k| json_eq(k, &v)),
+                    _ => {
+                        let bucket = others.entry(json_hash(&v)).or_default();
+                        let fresh = !bucket.iter().any(|&i| json_eq(&keep[i], &v));
+                        if fresh {
+                            bucket.push(keep.len());
+                        }
+                        fresh
+                    }
                 };
                 if fresh {
                     keep.push(v);
@@ -284,12 +294,9 @@ impl<'o> Ctx<'o> {
             if implied {
                 continue;
             }
-            match self.validator(m) {
-                Some(val) => {
-                    if !val.is_valid(v) {
-                        return Ok(false);
-                    }
-                }
+            match self.valid(m, v) {
+                Some(true) => {}
+                Some(false) => return Ok(false),
                 None => {
                     let p = self.loc.ptr(m);
                     self.diag.unenforced(

@@ -32,10 +32,7 @@ impl<'o> Ctx<'o> {
             Value::Bool(b) => Ok(b),
             _ => {
                 let v = Value::String(name.to_string());
-                match self.validator(pn) {
-                    Some(val) => Ok(val.is_valid(&v)),
-                    None => Ok(true),
-                }
+                Ok(self.valid(pn, &v).unwrap_or(true))
             }
         }
     }
