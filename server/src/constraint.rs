@@ -10,6 +10,7 @@ use serde_json::Value;
 use stencil_grammar::{Expr, Grammar};
 use stencil_mask::{CompiledGrammar, Vocabulary};
 use stencil_schema::{SchemaOptions, Unenforced};
+use stencil_structural::CompiledTag;
 use stencil_tools::{CallOptions, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 use crate::error::ApiError;
@@ -32,6 +33,8 @@ pub enum ConstraintSpec {
     Gbnf(String),
     /// A regular expression the whole output matches (the `regex` extension field).
     Regex(String),
+    /// A structural tag (`response_format: {"type": "structural_tag", …}`), the whole object.
+    StructuralTag(Value),
 }
 
 impl ConstraintSpec {
@@ -43,13 +46,14 @@ impl ConstraintSpec {
             ConstraintSpec::Schema { .. } => "json-schema",
             ConstraintSpec::Gbnf(_) => "gbnf",
             ConstraintSpec::Regex(_) => "regex",
+            ConstraintSpec::StructuralTag(_) => "structural-tag",
         }
     }
 
     /// The request field it came from, for errors.
     pub fn param(&self) -> &'static str {
         match self {
-            ConstraintSpec::None | ConstraintSpec::JsonObject => "response_format",
+            ConstraintSpec::None | ConstraintSpec::JsonObject | ConstraintSpec::StructuralTag(_) => "response_format",
             ConstraintSpec::Schema { .. } => "response_format.json_schema.schema",
             ConstraintSpec::Gbnf(_) => "grammar",
             ConstraintSpec::Regex(_) => "regex",
@@ -64,6 +68,7 @@ impl ConstraintSpec {
             ConstraintSpec::Schema { schema, strict } => format!("schema\0{strict}\0{schema}"),
             ConstraintSpec::Gbnf(g) => format!("gbnf\0{g}"),
             ConstraintSpec::Regex(r) => format!("regex\0{r}"),
+            ConstraintSpec::StructuralTag(t) => format!("structural_tag\0{t}"),
         })
     }
 }
@@ -114,6 +119,9 @@ pub struct Constraint {
     pub schema: Option<(Value, Vec<Unenforced>)>,
     /// For tool calls: what renders the prompt and reads the reply back.
     pub tools: Option<Arc<ToolCaller>>,
+    /// For a structural tag: the compiled tag (its reasoning budgets, counted by the
+    /// decode loop).
+    pub tag: Option<Arc<CompiledTag>>,
 }
 
 impl Constraint {
@@ -138,10 +146,11 @@ impl Constraint {
 ///
 /// # Errors
 ///
-/// [`ApiError`] with status 400 and code `invalid_schema`, `invalid_grammar` or
-/// `invalid_regex`.
+/// [`ApiError`] with status 400 and code `invalid_schema`, `invalid_grammar`,
+/// `invalid_regex` or `invalid_structural_tag`.
 pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<Constraint>, ApiError> {
     let param = Some(spec.param());
+    let mut tag = None;
     let (grammar, schema, code) = match spec {
         ConstraintSpec::None => return Ok(None),
         ConstraintSpec::JsonObject => {
@@ -173,16 +182,26 @@ pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<
             grammar.add_rule("root", Expr::Regex(pattern.as_str().into()));
             (grammar, None, "invalid_regex")
         }
+        ConstraintSpec::StructuralTag(definition) => {
+            let options = stencil_structural::CompileOptions { vocab: Some(vocab.clone()), ..Default::default() };
+            let compiled = stencil_structural::compile_json(definition, &options).map_err(|e| {
+                ApiError::invalid(format!("invalid structural tag: {e}"), param).with_code("invalid_structural_tag")
+            })?;
+            let grammar = compiled.grammar.clone();
+            tag = Some(Arc::new(compiled));
+            (grammar, None, "invalid_structural_tag")
+        }
     };
     let compiled = CompiledGrammar::new(&grammar, vocab.clone()).map_err(|e| {
         let what = match spec {
             ConstraintSpec::Regex(_) => "regular expression",
             ConstraintSpec::Gbnf(_) => "GBNF grammar",
+            ConstraintSpec::StructuralTag(_) => "structural tag",
             _ => "JSON schema",
         };
         ApiError::invalid(format!("the {what} cannot be compiled: {e}"), param).with_code(code)
     })?;
-    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None }))
+    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None, tag }))
 }
 
 /// The tool caller for `spec` and, unless the choice is `none` or there are no tools,
@@ -208,7 +227,7 @@ pub fn compile_tools(spec: &ToolSpec, model: &stencil_runtime::Model) -> Result<
                 .with_code("invalid_tools")
         })?)
     };
-    Ok(Constraint { grammar, label: "tools", schema: None, tools: Some(caller) })
+    Ok(Constraint { grammar, label: "tools", schema: None, tools: Some(caller), tag: None })
 }
 
 /// Compiled constraints by content: a repeated schema, grammar or regex is compiled once.

@@ -58,6 +58,8 @@ pub fn build(
     if let Some(g) = constraint.as_ref().and_then(|c| c.grammar.clone()) {
         request = request.with_grammar(g, constraint.as_ref().map_or("none", |c| c.label));
     }
+    // The tag's reasoning budgets, counted by the decode loop (its grammar is `g`).
+    request.structural_tag = constraint.as_ref().and_then(|c| c.tag.clone());
     Ok((request, constraint))
 }
 

@@ -572,6 +572,16 @@ fn prepare(
             schema: json_schema.schema.clone().unwrap_or_else(|| Value::Object(Default::default())),
             strict: json_schema.strict.unwrap_or(false),
         }),
+        Some(ResponseFormat::StructuralTag { format, structures, triggers }) => {
+            let mut tag = serde_json::Map::new();
+            tag.insert("type".into(), "structural_tag".into());
+            for (key, value) in [("format", format), ("structures", structures), ("triggers", triggers)] {
+                if let Some(v) = value {
+                    tag.insert(key.into(), v.clone());
+                }
+            }
+            constraints.push(ConstraintSpec::StructuralTag(Value::Object(tag)));
+        }
     }
     if let Some(g) = &s.grammar {
         constraints.push(ConstraintSpec::Gbnf(g.clone()));
@@ -583,7 +593,7 @@ fn prepare(
         let names: Vec<&str> = constraints.iter().map(ConstraintSpec::param).collect();
         return Err(ApiError::invalid(
             format!(
-                "give at most one constraint: response_format (json_object or json_schema), grammar or regex; got {}",
+                "give at most one constraint: response_format (json_object, json_schema or structural_tag), grammar or regex; got {}",
                 names.join(", ")
             ),
             Some(names[1]),
