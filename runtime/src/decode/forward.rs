@@ -1,6 +1,6 @@
 //! What the decode loop needs of a model: [`Forward`], a forward pass over rows of
 //! several sequences and a KV cache it can trim and share. llama.cpp's context implements
-//! it ([`LlamaForward`]); so can a test double or another inference library.
+//! it (`LlamaForward`); so can a test double or another inference library.
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;

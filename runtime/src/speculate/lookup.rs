@@ -13,7 +13,7 @@ pub struct Lookup {
 }
 
 /// How a prompt-lookup draft was found (its first token's acceptance is counted apart for
-/// each: see [`Speculation`]'s module docs).
+/// each: see `crate::Speculation`'s module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LookupOrigin {
     /// Tokens of the matched suffix.

@@ -32,7 +32,7 @@
 //! flash attention off moves margins as much and parts the output sooner).
 //!
 //! **Draft length**: at most `max_draft` tokens. A prompt-lookup draft is then cut where
-//! its expected gain is largest ([`policy`]: the acceptance of earlier drafts found the same
+//! its expected gain is largest (`speculate/policy.rs`: the acceptance of earlier drafts found the same
 //! way, against the measured cost of a forward pass's rows; a draft may be dropped whole).
 //! A draft model's drafts adapt to acceptance: after a step whose draft was wholly rejected
 //! the next draft is at most half as long (never below 1), after a fully accepted one it
