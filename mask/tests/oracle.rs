@@ -523,3 +523,28 @@ fn merged_byte_classes_keep_non_ascii_exclusions() {
     m.accept_token(1).unwrap();
     assert_eq!(engine_mask(&mut m), brute_force_mask(&r, &vocab, b"a"));
 }
+
+/// Random cases that once failed, replayed on every run (proptest's seeds are random):
+/// `(seed, vocabulary seed, recursion, regex)` of `mask_equals_brute_force`.
+#[test]
+fn past_failures_equal_brute_force() {
+    for (seed, vseed, recursion, regex) in [(11157286624509248381u64, 3273186696695108070u64, false, true)] {
+        let cfg = config(recursion, regex);
+        let g = random_grammar(seed, &cfg);
+        check_walk(&g, toy::random(&cfg.alphabet, vseed), seed, 12).unwrap();
+    }
+}
+
+/// That case, reduced: a state that calls a nullable rule and runs over a wide class the
+/// callee also takes. The run's fast path took the item for alone and walked `{}a` only
+/// along the class (dead at `a` after `}`), though the callee takes `{` and `}`.
+#[test]
+fn a_run_beside_a_nullable_callee_equals_brute_force() {
+    let mut g = stencil_grammar::parse_gbnf("root ::= r{1,3} [0-{]+ \"}\"\nr ::= \"\" | [a-}]\n").unwrap();
+    let r = g.rules.iter().position(|r| r.name == "r").unwrap();
+    g.rules[r].no_inline = true;
+    let vocab = toy::random(&config(false, true).alphabet, 3273186696695108070);
+    for seed in 0..6u64 {
+        check_walk(&g, vocab.clone(), 11157286624509248381u64.wrapping_add(seed), 12).unwrap();
+    }
+}

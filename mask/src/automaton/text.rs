@@ -236,9 +236,12 @@ impl Automaton {
     /// row (`u32::MAX`: any number) keep the item `(state, any caller)` alive, alone and
     /// unfinished (a pattern's `[a-z0-9_-]+`; the counted characters of `{30,}`, or of
     /// `{1,64}`, with what is left of the count). Each byte takes the item where `a` does.
+    /// A state that calls a rule has none: the callee may take the same bytes elsewhere
+    /// (`r{1,3} [0-{]+` with a nullable `r ::= "" | [a-}]`), so the item is not alone.
     pub fn run(&self, state: u32) -> Option<(u128, u32)> {
         let (s, run) = (state as usize, self.text.run_bytes[state as usize]);
-        (run != 0 && self.text.run_len_simple[s] > 0).then_some((run, self.text.run_len_simple[s]))
+        (run != 0 && self.text.run_len_simple[s] > 0 && self.edges.calls[s].is_empty())
+            .then_some((run, self.text.run_len_simple[s]))
     }
 }
 
