@@ -36,7 +36,7 @@ use serde_json::Value;
 use crate::call::{CallError, ToolCall};
 
 /// How calls are written in a reply. See the [module documentation](self).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Envelope {
     /// Starts a call; its first character must not be whitespace.
     pub open: String,
