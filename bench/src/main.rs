@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use stencil_grammar::parse_gbnf;
+use stencil_grammar::random::SplitMix64;
 use stencil_grammar::reference::Recognizer;
 use stencil_mask::bitmask;
+use stencil_mask::walk::{Style, WalkOptions, Walker};
 use stencil_mask::{CompiledGrammar, Matcher, Vocabulary};
 use timer::{percentile, time, Sample};
 
@@ -240,33 +242,13 @@ fn grammar_sources(notes: &mut Vec<String>) -> Vec<Source> {
     out
 }
 
-/// SplitMix64: a tiny, fixed, seedable generator (sequences are reproducible).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-/// Seeded random walks over Stencil's masks. Each step picks an allowed non-EOS token
-/// (half the time among the ≤2-byte ones, which walks the grammar's structure more than
-/// long string tokens do); past a per-sequence target length it prefers punctuation-only
-/// tokens and takes EOS as soon as the grammar allows it.
+/// Seeded random walks over Stencil's masks ([`stencil_mask::walk`], in the
+/// [`Style::TargetLength`] style: short tokens half the time, then punctuation and the end
+/// past a per-sequence target length), each ending with EOS when the grammar may end.
 fn random_walks(
     g: &Arc<CompiledGrammar>,
     vocab: &Vocabulary,
@@ -274,45 +256,20 @@ fn random_walks(
     max_len: usize,
     seed: u64,
 ) -> Result<Vec<Vec<u32>>, String> {
-    let mut mask = bitmask::new_mask(vocab.mask_width());
     let eos = vocab.eos_ids()[0];
+    let mut walker = Walker::new(g.vocab().clone());
+    let options = WalkOptions { max_tokens: max_len, style: Style::TargetLength };
     let mut out = Vec::new();
     for k in 0..n {
-        let mut rng = Rng(seed ^ (k as u64).wrapping_mul(0xA076_1D64_78BD_642F));
-        let target = 8 + rng.below(max_len - 8);
-        let mut m = Matcher::new(g.clone());
-        let mut seq = Vec::new();
-        while seq.len() < max_len {
-            m.fill_mask(&mut mask).map_err(|e| format!("walk {k}, step {}: {e}", seq.len()))?;
-            let allowed: Vec<u32> = bitmask::allowed(&mask).filter(|&t| !vocab.is_eos(t)).collect();
-            let finishing = seq.len() >= target;
-            if m.can_end() && (allowed.is_empty() || finishing) {
-                m.accept_token(eos).map_err(|e| format!("walk {k}: EOS: {e}"))?;
-                seq.push(eos);
-                break;
-            }
-            if allowed.is_empty() {
-                break;
-            }
-            let pool: Vec<u32> = if finishing && rng.chance(70) {
-                allowed.iter().copied().filter(|&t| is_punct(vocab.token_bytes(t))).collect()
-            } else if rng.chance(50) {
-                allowed.iter().copied().filter(|&t| vocab.token_bytes(t).len() <= 2).collect()
-            } else {
-                Vec::new()
-            };
-            let pool = if pool.is_empty() { &allowed } else { &pool };
-            let t = pool[rng.below(pool.len())];
-            m.accept_token(t).map_err(|e| format!("walk {k}: token {t} from its own mask: {e}"))?;
-            seq.push(t);
+        let mut rng = SplitMix64::new(seed ^ (k as u64).wrapping_mul(0xA076_1D64_78BD_642F));
+        let walk = walker.walk(g, &mut rng, &options).map_err(|e| format!("walk {k}: {e}"))?;
+        let mut seq = walk.tokens;
+        if walk.complete {
+            seq.push(eos);
         }
         out.push(seq);
     }
     Ok(out)
-}
-
-fn is_punct(b: &[u8]) -> bool {
-    !b.is_empty() && b.iter().all(|c| c.is_ascii_punctuation())
 }
 
 /// Per-step mask times of one engine in one phase.

@@ -1,7 +1,10 @@
 //! `stencil sample --random`: model-free random walks through the token masks.
 //!
-//! The walks are `stencil_mask::walk`'s: a wandering phase, then a shortest way to an end;
-//! a dead end or a mask the matcher refuses is an engine bug (exit 3).
+//! Each sample is one walk of [`stencil_mask::walk`] in the [`Style::Explore`] style: it
+//! wanders, then searches a shortest way to a state where the grammar can end. Every
+//! state a walk reaches is a real matcher state reached through allowed tokens, so a state
+//! with no allowed token where the grammar cannot end, or a token of the mask that the
+//! matcher refuses, is an engine bug, reported as [`CliError::EngineBug`] (exit 3).
 //!
 //! For a schema, every complete sample is also validated post hoc against the schema
 //! before it is printed. Where the grammar enforces every keyword (strict mode, or lenient
@@ -12,7 +15,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use stencil_mask::walk::{Failure, Rng, Walk, Walker};
+use stencil_grammar::random::Xoshiro256;
+use stencil_mask::walk::{self, Style, WalkError, WalkOptions, Walker};
 
 use crate::error::CliError;
 use crate::print_line;
@@ -28,17 +32,19 @@ pub struct Options {
 
 pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<ExitCode, CliError> {
     let loaded = source.load()?;
-    let vocab = LoadedVocab::load(vocab_path)?;
-    let (compiled, _) = source.compile(&loaded.grammar, vocab.vocab.clone(), Some(vocab_path))?;
+    let vocab = LoadedVocab::load(vocab_path)?.vocab;
+    let (compiled, _) = source.compile(&loaded.grammar, vocab.clone(), Some(vocab_path))?;
     let mut walker = Walker::new(compiled.vocab().clone());
-    let base = Rng::new(opts.seed).next_u64();
+    let options = WalkOptions { max_tokens: opts.max_tokens, style: Style::Explore };
+    let base = Xoshiro256::new(opts.seed).next_u64();
     let (mut complete, mut not_utf8) = (0usize, 0usize);
     // Schema samples that fail post-hoc validation: explained by lenient mode, or not.
     let (mut rejected, mut unsound) = (0usize, 0usize);
     for i in 0..opts.count {
-        let mut rng = Rng::new(base.wrapping_add(i as u64));
-        match walker.walk(&compiled, opts.max_tokens, &mut rng) {
-            Ok(Walk::Complete(bytes)) => {
+        let mut rng = Xoshiro256::new(base.wrapping_add(i as u64));
+        match walker.walk(&compiled, &mut rng, &options) {
+            Ok(w) if w.complete => {
+                let bytes = w.text(&vocab);
                 complete += 1;
                 let text = match String::from_utf8(bytes) {
                     Ok(s) => s,
@@ -78,28 +84,29 @@ pub fn run(source: &GrammarSource, vocab_path: &Path, opts: &Options) -> Result<
                 }
                 print_line(&serde_json::to_string(&text).expect("a string serializes"))?;
             }
-            Ok(Walk::Incomplete) => {
+            Ok(_) => {
                 eprintln!("sample {}: incomplete after {} tokens", i + 1, opts.max_tokens);
             }
             Err(failure) => {
                 return Err(match failure {
-                    Failure::DeadEnd { tokens, text } => CliError::EngineBug(format!(
+                    WalkError::DeadEnd { tokens } => CliError::EngineBug(format!(
                         "DEAD END in sample {} (grammar {}): after {} tokens no token is allowed, yet the \
                          grammar cannot end (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
                         tokens.len(),
-                        escape(&text)
+                        escape(&walk::text(&vocab, &tokens))
                     )),
-                    Failure::Disagree { token, tokens, text } => CliError::EngineBug(format!(
+                    WalkError::Disagree { token, tokens } => CliError::EngineBug(format!(
                         "MASK/MATCHER DISAGREEMENT in sample {} (grammar {}): token {token} ({}) was allowed by the \
                          mask but the matcher refused it (an engine bug).\n  text so far: {}\n  token ids: {tokens:?}",
                         i + 1,
                         source.path().display(),
-                        escape(walker.vocab.token_bytes(token)),
-                        escape(&text)
+                        escape(vocab.token_bytes(token)),
+                        escape(&walk::text(&vocab, &tokens))
                     )),
-                    Failure::Match(e) => CliError::Match(e),
+                    WalkError::Match(e) => CliError::Match(e),
+                    e => CliError::EngineBug(format!("sample {} (grammar {}): {e}", i + 1, source.path().display())),
                 });
             }
         }

@@ -1,5 +1,5 @@
 //! The speculative-decoding flags `generate` and `serve` share: `--speculate`,
-//! `--draft-model`, `--draft-tokens` and `--flash-attn`.
+//! `--draft-model`, `--draft-tokens`, `--draft-cut` and `--flash-attn`.
 
 use std::path::PathBuf;
 
@@ -28,6 +28,11 @@ pub struct SpeculationFlags {
     /// prompt lookup, 4 for a draft model).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub draft_tokens: Option<u64>,
+    /// With --speculate: where a draft is cut. auto (default): where its expected gain,
+    /// from this session's measured acceptance and pass times, is largest; off: every
+    /// draft verified whole, so that what is drafted does not depend on timings.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "off"], requires = "speculate")]
+    pub draft_cut: String,
     /// llama.cpp's fused flash-attention kernel: auto (llama.cpp decides; on for the CPU),
     /// on or off. With speculation on a CPU, off verifies drafts much faster, but greedy
     /// output may then differ from output without speculation where two tokens nearly tie.
@@ -46,6 +51,7 @@ impl SpeculationFlags {
         Ok(match (&self.speculate, &self.draft_model) {
             (Some(_), _) => Some(Speculation::PromptLookup(PromptLookup {
                 max_draft: k.unwrap_or(PromptLookup::default().max_draft),
+                cut: self.draft_cut != "off",
                 ..PromptLookup::default()
             })),
             (None, Some(_)) => {

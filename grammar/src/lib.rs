@@ -1,11 +1,13 @@
 //! # stencil-grammar
 //!
 //! The grammar intermediate representation ([`Grammar`], [`Expr`]) that every front end
-//! targets, the GBNF front end ([`parse_gbnf`]) and printer ([`to_gbnf`]), and a slow,
+//! targets, the GBNF front end ([`parse_gbnf`]) and printer ([`to_gbnf`]), the rewrites
+//! that fit a grammar to llama.cpp's parser ([`llama_cpp`]), and a slow,
 //! obviously-correct [`reference`](mod@reference) recognizer used as a test oracle.
 
 mod caret;
 mod ir;
+pub mod llama_cpp;
 mod lower;
 mod parse;
 mod print;

@@ -8,12 +8,58 @@
 //! the callers: the token is *uncertain*, kept in a trie of such suffixes. At mask time the
 //! matcher checks only those suffixes, from the real callers (see [`crate::Matcher`]). A
 //! rule ending exactly at the end of the token needs no check: callers always exist.
+//! Only suffixes whose first byte is in the rule's FOLLOW set are kept, which keeps the
+//! uncertain trie small. Accepted sets are stored as a list or a bitmask. Entries are
+//! computed on first use, once per state, and shared by all matchers and threads
+//! (`CompiledGrammar::warm_up` fills them all at once).
+//!
+//! The walk, and what spares it:
+//!
+//! - The trie (`vocab/trie.rs`) is flattened in depth-first order, so a dead byte skips
+//!   its subtree at once; the root's children are listed apart, so a walk visits only the
+//!   first bytes its set can take, not hundreds of first-byte nodes of a big vocabulary.
+//! - While the set is one item that predicts and completes nothing (inside strings,
+//!   numbers, keys), a byte is one table lookup and the chart is not touched. So is a set
+//!   of an item and the start of the one rule it calls, where that start predicts and
+//!   completes nothing (`Automaton::steps_with_callee`: a key that is none of some names
+//!   calls a shared rule for the rest of the string); items that can take nothing more
+//!   (a finished callee) do not count.
+//! - A subtree spelled only with the state's run bytes, no deeper than its run, is taken
+//!   whole (its tokens are one contiguous range of the trie's ids); so is a plain subtree
+//!   no deeper than the state's reach (see `automaton/text.rs` for runs and reaches).
+//! - The text tokens are split once per vocabulary (`TextTokens`) into *plain text* (see
+//!   `TextTokens` and `bytes.rs`: so a pattern's `.*` is a loop over plain text like a
+//!   string's interior) and the rest. Where a state's reach covers every plain token (a
+//!   string's interior), or its first byte moves it alone into such a state (a key that is
+//!   none of some names, after its first letter), the plain tokens are set at once from a
+//!   per-vocabulary mask and only the rest is walked (llguidance's slicer, exact here). A
+//!   loop over all plain text walks the other tokens only from their first byte that is
+//!   not plain text, where the loop is back in its state.
+//! - At an exact reach (a count's end), and at a bounded one where no caller takes plain
+//!   text after the rule (a string's last piece before its quote), the plain tokens are
+//!   taken by length from per-vocabulary masks (up to 23 characters) and only the rest is
+//!   walked; where the reach is long but finite, the plain tokens up to 23 characters come
+//!   from their mask and only the rest and the long plain tokens are walked.
+//! - Long counts split into rules have pieces whose ends are rule ends. A state where
+//!   plain text reaches far only through a rule it calls, or a few characters on (a
+//!   string's start, the next piece), is reached along the count
+//!   (`reach_along_plain_text`). At a piece's end the plain tokens of at most `n`
+//!   characters are taken at once, and the longer ones are left to the matcher
+//!   (`StateMasks::plain_after`).
+//! - A state whose run spans a wide ASCII class (a pattern's `[ -}]+`, its counted
+//!   positions included, or a bounded `{1,64}` with at least 16 left) takes the tokens
+//!   spelled with the class that the run takes whole from per-byte token masks
+//!   (`TextTokens::run_split`, the result kept per class), and walks only the tokens whose
+//!   first other byte the run's state at that offset takes (a closing quote: few), from
+//!   that byte on, and those that outlast the run, from its end.
 
-use crate::automaton::{Automaton, DEAD};
+use crate::automaton::{Automaton, DEAD, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};
-use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
+use crate::bytes::{ByteSet, PLAIN_ASCII, PLAIN_FIRST_BYTES};
+use crate::earley::{Chart, Item, Scratch};
 use crate::limits::LimitKind;
-use crate::trie::{RunSplit, TextTokens, TokenTrie};
+use crate::vocab::trie::{RunSplit, TextTokens, TokenTrie};
+use crate::vocab::Vocabulary;
 
 /// What the cache knows about one state.
 #[derive(Debug)]
@@ -43,7 +89,7 @@ struct Path {
     /// caller whose callee's start `single` is (see [`Path::record`]).
     chart_item: Vec<Item>,
     /// The bytes the set can take (kept where `single` is none).
-    next_bytes: Vec<[u64; 4]>,
+    next_bytes: Vec<ByteSet>,
     /// Whether the state's rule may end there (an escape).
     escape: Vec<bool>,
     /// How many escapes the path has up to there.
@@ -75,7 +121,7 @@ const MIN_BOUNDED_RUN: u32 = 16;
 pub(crate) fn compute(
     a: &Automaton,
     text: &TextTokens,
-    vocab: &crate::vocab::Vocabulary,
+    vocab: &Vocabulary,
     state: u32,
     scratch: &mut Scratch,
 ) -> Result<StateMasks, LimitKind> {
@@ -111,7 +157,7 @@ pub(crate) fn compute(
         accepted
     } else if reach <= short
         && (a.text.text_reach_exact[state as usize]
-            || a.text.text_reach_bounded[state as usize] && !crate::trie::has_plain_first_byte(follow))
+            || a.text.text_reach_bounded[state as usize] && !follow.intersects(PLAIN_FIRST_BYTES))
     {
         // A count's last characters: the plain tokens short enough are allowed, the
         // others not (where the rule may end on the way, no caller takes plain text after
@@ -138,7 +184,7 @@ pub(crate) fn compute(
         let mut walk_all = [false; 256];
         for b in 0..=255u8 {
             walk_all[b as usize] = match b {
-                0..0x80 => (crate::trie::PLAIN_ASCII & !ascii) >> b & 1 == 1,
+                0..0x80 => (PLAIN_ASCII & !ascii) >> b & 1 == 1,
                 _ => !non_ascii,
             };
         }
@@ -214,7 +260,7 @@ fn reach_along_plain_text(a: &Automaton, state: u32, limit: usize, scratch: &mut
 fn split_run(
     a: &Automaton,
     text: &TextTokens,
-    vocab: &crate::vocab::Vocabulary,
+    vocab: &Vocabulary,
     state: u32,
 ) -> Option<(RunSplit, Vec<u32>)> {
     let (run, len) = a.run(state)?;
@@ -224,12 +270,12 @@ fn split_run(
     let reach = text.all.max_depth.min(len as usize);
     let along: Vec<u32> = std::iter::successors(Some(state), |&s| Some(a.next(s, b'a'))).take(reach + 1).collect();
     // What the run's states take besides the run.
-    let mut next = [0u64; 4];
+    let mut next = ByteSet::EMPTY;
     for &s in &along {
-        next.iter_mut().zip(&a.table.first_bytes[s as usize]).for_each(|(n, f)| *n |= f);
+        next |= a.table.first_bytes[s as usize];
     }
-    (next[0], next[1]) = (next[0] & !(run as u64), next[1] & !((run >> 64) as u64));
-    let takes = |k: usize, b: u8| has_byte(&a.table.first_bytes[along[k] as usize], b);
+    let next = next.without_ascii(run);
+    let takes = |k: usize, b: u8| a.table.first_bytes[along[k] as usize].contains(b);
     let split = text.run_split(vocab, run, len, &next, takes)?;
     Some((split, along))
 }
@@ -243,7 +289,7 @@ fn walk(
     trie: &TokenTrie,
     roots: &[bool; 256],
     chart: &mut Chart,
-    follow: &[u64; 4],
+    follow: &ByteSet,
     accepted: &mut [u32],
     uncertain: &mut Vec<(u32, u32)>,
     cut_at: Option<&rustc_hash::FxHashMap<u32, u32>>,
@@ -254,7 +300,7 @@ fn walk(
     let mut path = Path {
         single: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
         chart_item: vec![Item { state: DEAD, origin: NO_ORIGIN }; depths],
-        next_bytes: vec![[0u64; 4]; depths],
+        next_bytes: vec![ByteSet::EMPTY; depths],
         escape: vec![false; depths],
         escapes_to: vec![0u32; depths],
         bytes: vec![0u8; depths],
@@ -268,7 +314,7 @@ fn walk(
         it => a.item_bytes(it.state),
     };
     for &(byte, child) in &trie.root_children {
-        if !roots[byte as usize] || !has_byte(&first, byte) {
+        if !roots[byte as usize] || !first.contains(byte) {
             continue;
         }
         // The child's subtree, depth first.
@@ -293,7 +339,7 @@ fn walk(
                     t if a.steps_alone(t, parent.origin) || a.steps_with_callee(t).is_some() => Step::Alone(t),
                     _ => Step::Full,
                 }
-            } else if has_byte(&path.next_bytes[depth - 1], node.byte) {
+            } else if path.next_bytes[depth - 1].contains(node.byte) {
                 Step::Full
             } else {
                 Step::Dead
@@ -348,14 +394,14 @@ fn walk(
                 let at = |t: u32| cut_at.map_or(0, |c| c[&t]);
                 for j in (1..=depth).filter(|&j| path.escape[j]) {
                     if j < depth {
-                        if has_byte(follow, path.bytes[j + 1]) {
+                        if follow.contains(path.bytes[j + 1]) {
                             // The subtree's ids start with those ending here.
                             let ending_here = if path.escape[depth] { trie.tokens(i).len() } else { 0 };
                             let others = &trie.subtree_ids(i)[ending_here..];
                             uncertain.extend(others.iter().map(|&t| (t, at(t) + j as u32)));
                         }
                     } else {
-                        for c in trie.children(i).filter(|&c| has_byte(follow, trie.nodes[c].byte)) {
+                        for c in trie.children(i).filter(|&c| follow.contains(trie.nodes[c].byte)) {
                             uncertain.extend(trie.subtree_ids(c).iter().map(|&t| (t, at(t) + j as u32)));
                         }
                     }
@@ -401,7 +447,7 @@ impl Path {
 /// Whether the callee of `state` (see [`Automaton::steps_with_callee`]) takes `byte`.
 #[inline]
 fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
-    a.steps_with_callee(state).is_some_and(|callee| has_byte(&a.table.first_bytes[callee as usize], byte))
+    a.steps_with_callee(state).is_some_and(|callee| a.table.first_bytes[callee as usize].contains(byte))
 }
 
 /// Whether every token in node `i`'s subtree keeps the one item `parent` alive and alone:
@@ -412,7 +458,7 @@ fn callee_takes(a: &Automaton, state: u32, byte: u8) -> bool {
 #[inline]
 fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) -> bool {
     let (node, p) = (&trie.nodes[i], parent.state as usize);
-    if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !crate::trie::PLAIN_ASCII == 0 {
+    if parent.origin == NO_ORIGIN && trie.subtree_ascii[i] & !PLAIN_ASCII == 0 {
         let reach = if node.ascii {
             a.text.plain_reach[p]
         } else if node.utf8 {
@@ -437,9 +483,4 @@ fn whole_subtree_alive(a: &Automaton, trie: &TokenTrie, i: usize, parent: Item) 
     } else {
         run == u32::MAX && a.text.utf8_run[p] == u32::MAX
     }
-}
-
-#[inline]
-pub(crate) fn has_byte(set: &[u64; 4], b: u8) -> bool {
-    set[b as usize >> 6] >> (b & 63) & 1 == 1
 }

@@ -3,19 +3,25 @@
 //! An item is `(state, origin)`: a rule's automaton in `state`, started after `origin`
 //! steps. The chart keeps one item set per step (a step is one byte, or one whole token
 //! matched by a token terminal). Calls of nullable rules are skipped at prediction time
-//! (Aycock–Horspool), so completions only ever look back at earlier sets.
+//! (Aycock–Horspool), so completions only ever look back at earlier sets. Left recursion
+//! and ambiguity need nothing special, and each state's predictions are precomputed (the
+//! automaton's closures).
+//!
+//! Duplicate items are found by a scan while a set is small and through a hash index once
+//! it passes 32 items (ambiguous grammars make sets of thousands); every item added or
+//! examined counts against the step's work budget (`max_step_work`, a typed error when
+//! spent). A step from a single item into a state with nothing to predict or complete is
+//! one table lookup.
 //!
 //! An item with origin [`NO_ORIGIN`] stands for "some caller we do not know": when it
 //! completes, the step reports an *escape* instead of looking for callers. The token-mask
 //! cache uses this to explore a state's futures independently of its context.
 
-use crate::automaton::{Automaton, StampSet, DEAD};
+use crate::automaton::{Automaton, StampSet, DEAD, NO_ORIGIN};
+use crate::bytes::ByteSet;
 
 /// Sets up to this size are searched for duplicates by a scan; larger ones get an index.
 const SCAN_MAX: usize = 32;
-
-/// Origin of an item whose callers are unknown.
-pub(crate) const NO_ORIGIN: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Item {
@@ -69,12 +75,10 @@ impl Chart {
     }
 
     /// The bytes that some item of the last set can take next.
-    pub fn next_bytes(&self, a: &Automaton) -> [u64; 4] {
-        let mut out = [0u64; 4];
+    pub fn next_bytes(&self, a: &Automaton) -> ByteSet {
+        let mut out = ByteSet::EMPTY;
         for it in self.last() {
-            for (o, f) in out.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
-                *o |= f;
-            }
+            out |= a.table.first_bytes[it.state as usize];
         }
         out
     }

@@ -14,10 +14,12 @@
 //!   [`rollback`](Matcher::rollback), [`fork`](Matcher::fork), and the bytes or tokens
 //!   the grammar forces next ([`forced_bytes`](Matcher::forced_bytes)).
 //! - [`bitmask`]: the mask layout, one bit per token in `u32` words.
+//! - [`bytes`]: the ground floor, sets of bytes ([`bytes::ByteSet`]) and what plain
+//!   text is, which every other module builds on.
 //! - [`vocab`]: vocabularies (token id → bytes and [`TokenKind`]) from GGUF metadata or
 //!   `tokenizer.json`, and a [`Tokenizer`](vocab::Tokenizer) for tests and tools.
-//! - [`walk`]: model-free random walks through a grammar's masks (the sampler of
-//!   `stencil sample --random` and of tests).
+//! - [`walk`]: model-free random walks through the masks (random members of a
+//!   grammar's language, token by token), for sampling and benchmarks.
 //! - [`Limits`]: every resource limit, named; passing one is a typed error
 //!   ([`CompileError::LimitExceeded`], [`MatchError::LimitExceeded`]) naming
 //!   the [`LimitKind`].
@@ -76,12 +78,12 @@
 
 mod automaton;
 pub mod bitmask;
+pub mod bytes;
 mod cache;
 mod earley;
 mod error;
 mod limits;
 mod matcher;
-mod trie;
 pub mod vocab;
 pub mod walk;
 

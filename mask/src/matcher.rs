@@ -1,12 +1,36 @@
 //! [`CompiledGrammar`] (immutable, shared) and [`Matcher`] (one per sequence).
+//!
+//! A token is allowed iff its bytes keep the Earley item set non-empty. The mask of a step:
+//!
+//! - the accepted sets of the current set's kernel items (those not predicted at this
+//!   step), from the mask cache (`cache.rs`), ORed together (the first dense set is copied
+//!   rather than ORed into zeros);
+//! - each kernel item's uncertain suffixes, checked by stepping the parser from the item's
+//!   real callers: a few hundred byte steps at most, pruned by the bytes the callers can
+//!   take;
+//! - at the end of a piece of a long count split into rules, the plain tokens longer than
+//!   the piece's rest: all allowed where an item after the rule's end reaches far enough
+//!   (the next piece), none where no item takes plain text (the quote); where it reaches
+//!   23 characters those up to 23 come from their mask and only the longer ones are
+//!   scanned; otherwise all are scanned;
+//! - last, token terminals (`<[id]>`, `!<[id]>`) and EOS where the start rule is complete.
+//!
+//! Accepting a token scans its bytes (and, for token terminals, merges the whole-token
+//! step into the same set); a refused token leaves the matcher unchanged and says at which
+//! byte it failed. Rollback truncates the chart to the set where a token started; fork
+//! clones the chart. Forced text: `forced_bytes` follows the single possible next byte
+//! while there is one; `forced_tokens` covers those bytes with the longest vocabulary
+//! tokens and drops trailing tokens that a longer token could straddle (canonical-safe at
+//! the boundary).
 
-use crate::automaton::Automaton;
+use crate::automaton::{Automaton, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};
+use crate::bytes::ByteSet;
 use crate::cache::{self, StateMasks};
-use crate::earley::{Chart, Item, Scratch, NO_ORIGIN};
+use crate::earley::{Chart, Item, Scratch};
 use crate::error::{CompileError, MatchError};
 use crate::limits::{LimitKind, Limits};
-use crate::trie::{TextTokens, TokenTrie};
+use crate::vocab::trie::{TextTokens, TokenTrie};
 use crate::vocab::Vocabulary;
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
@@ -384,12 +408,12 @@ impl Matcher {
         scratch: &mut Scratch,
     ) -> Result<(), MatchError> {
         let mut result = Ok(());
-        let mut next_bytes: Vec<[u64; 4]> = vec![self.chart.next_bytes(a)];
+        let mut next_bytes: Vec<ByteSet> = vec![self.chart.next_bytes(a)];
         let mut i = 1;
         while result.is_ok() && i < suffixes.nodes.len() {
             let node = suffixes.nodes[i];
             let depth = node.depth as usize;
-            if !cache::has_byte(&next_bytes[depth - 1], node.byte) {
+            if !next_bytes[depth - 1].contains(node.byte) {
                 i = node.subtree_end as usize;
                 continue;
             }
@@ -510,17 +534,7 @@ impl Matcher {
             if set.iter().any(|it| it.state == a.accept_state || !a.edges.token_edges[it.state as usize].is_empty()) {
                 break;
             }
-            let mut first = [0u64; 4];
-            for it in set {
-                for (w, f) in first.iter_mut().zip(&a.table.first_bytes[it.state as usize]) {
-                    *w |= f;
-                }
-            }
-            if first.iter().map(|w| w.count_ones()).sum::<u32>() != 1 {
-                break;
-            }
-            let i = first.iter().position(|&w| w != 0).unwrap();
-            let b = (i * 64 + first[i].trailing_zeros() as usize) as u8;
+            let Some(b) = self.chart.next_bytes(a).only() else { break };
             let info = self.chart.scan_byte(a, b, &mut scratch);
             if info.overflow || self.chart.last().is_empty() {
                 break;

@@ -1,101 +1,187 @@
-//! Model-free random walks through a grammar's token masks: the sampler behind
-//! `stencil sample --random` and the tests' random texts.
+//! Model-free random walks through a grammar's token masks: random members of its
+//! language, token by token, each token taken from the mask of the state before it.
 //!
-//! Each walk has two phases. First it wanders: at each step it picks EOS (when allowed)
-//! with a probability that rises with the steps taken, else the token the grammar forces
-//! (when there is one) half of the time, else a random allowed single-byte token (70%)
-//! or a random allowed token of any length (30%). After a random number of steps (up to
-//! half the budget) it heads for the end: a breadth-first search over single-byte tokens
-//! (and the grammar's special tokens) finds a shortest way to a state where the grammar
-//! can end, which the walk follows before it picks EOS. The matcher does not expose its
-//! state, so the search tells states apart by their next-token mask and depth, keeping two
-//! states per such key (equal masks can hide different stacks of open rules: `(a` and
-//! `((a`), and it tries every allowed punctuation, space or control byte but only a few
-//! letters, digits and non-ASCII bytes (shuffled) at each state, which keeps it small.
-//! When it gives up (a budget of token evaluations), the walk wanders one more step and
-//! searches again.
-//!
-//! Every state the walk or the search reaches is a real matcher state reached through
-//! allowed tokens, so a state with no allowed token where the grammar cannot end is an
-//! engine bug, reported as [`Failure::DeadEnd`].
+//! A walk needs no model: at each step it fills the mask, picks an allowed token at
+//! random and accepts it, until the grammar may end (or the budget is spent). Two styles
+//! ([`Style`]): [`Style::Explore`] wanders through the grammar, then searches a shortest
+//! way to an end (`stencil sample --random`); [`Style::TargetLength`] walks to a random
+//! length through short tokens, then ends as soon as it may (the benchmark's token
+//! sequences). Every state a walk reaches is a real matcher state reached through allowed
+//! tokens, so a state with no allowed token where the grammar cannot end is an engine bug
+//! ([`WalkError::DeadEnd`]), and so is a token of the mask that the matcher refuses
+//! ([`WalkError::Disagree`]).
 //!
 //! ```
 //! use std::sync::Arc;
-//! use stencil_mask::walk::{Rng, Walk, Walker};
+//! use stencil_grammar::random::Xoshiro256;
+//! use stencil_mask::walk::{self, Style, WalkOptions};
 //! use stencil_mask::{CompiledGrammar, TokenKind, Vocabulary};
-//! let tokens = ["<eos>", "a", "b", "ab"].iter().enumerate()
-//!     .map(|(i, t)| (t.as_bytes().to_vec(), if i == 0 { TokenKind::Control } else { TokenKind::Normal }))
-//!     .collect();
-//! let vocab = Arc::new(Vocabulary::new(tokens, vec![0])?);
-//! let g = CompiledGrammar::new(&stencil_grammar::parse_gbnf(r#"root ::= "a" "b"+"#)?, vocab.clone())?;
-//! let mut walker = Walker::new(vocab);
-//! match walker.walk(&g, 32, &mut Rng::new(7)) {
-//!     Ok(Walk::Complete(text)) => assert!(text.starts_with(b"ab")),
-//!     _ => panic!("walk failed"),
-//! }
+//!
+//! // The single bytes, and an end-of-generation token.
+//! let mut tokens: Vec<_> = (0..=255u8).map(|b| (vec![b], TokenKind::Normal)).collect();
+//! tokens.push((b"<eos>".to_vec(), TokenKind::Control));
+//! let vocab = Arc::new(Vocabulary::new(tokens, vec![256])?);
+//! let grammar = stencil_grammar::parse_gbnf(r#"root ::= "[" [0-9]+ ("," [0-9]+)* "]""#)?;
+//! let compiled = CompiledGrammar::new(&grammar, vocab.clone())?;
+//!
+//! let options = WalkOptions { max_tokens: 64, style: Style::Explore };
+//! let w = walk::walk(&compiled, &mut Xoshiro256::new(1), &options)?;
+//! assert!(w.complete);
+//! let text = String::from_utf8(w.text(&vocab))?;
+//! assert!(text.starts_with('[') && text.ends_with(']'), "{text}");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::{bitmask, CompiledGrammar, MatchError, Matcher, TokenKind, Vocabulary};
+use stencil_grammar::random::{SplitMix64, Xoshiro256};
+use thiserror::Error;
 
-/// Token evaluations (accept + mask) one search may spend before it gives up.
-const SEARCH_BUDGET: usize = 6_000;
-/// States a search keeps per (mask, depth): more than one, since
-/// equal masks do not make equal states (the stack of open rules can differ).
-const COPIES_PER_KEY: usize = 2;
+use crate::bitmask;
+use crate::{CompiledGrammar, MatchError, Matcher, TokenKind, Vocabulary};
 
-/// How a walk ended.
-#[derive(Debug)]
-pub enum Walk {
-    /// The text of the tokens accepted when the walk chose to end (EOS not included).
-    Complete(Vec<u8>),
-    /// The token budget ran out where the grammar cannot end.
-    Incomplete,
+/// The random draws a walk makes.
+pub trait WalkRng {
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize;
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool;
 }
 
-/// A walk that found an engine bug (or a matcher error).
-#[derive(Debug)]
-pub enum Failure {
-    /// No token allowed and the grammar cannot end.
+impl WalkRng for Xoshiro256 {
+    fn below(&mut self, n: usize) -> usize {
+        Xoshiro256::below(self, n)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        Xoshiro256::chance(self, p)
+    }
+}
+
+/// Draws `below(n)` as the next number modulo `n`, and chances to the percent (`p` is
+/// rounded to a whole number of hundredths).
+impl WalkRng for SplitMix64 {
+    fn below(&mut self, n: usize) -> usize {
+        SplitMix64::below(self, n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        SplitMix64::chance(self, (p * 100.0).round() as u64, 100)
+    }
+}
+
+/// How a walk picks its tokens and heads for an end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Style {
+    /// Wander, then search for an end: at each step end (when allowed) with a chance that
+    /// rises with the steps taken, else the token the grammar forces (when there is one)
+    /// half of the time, else a random allowed single-byte token (70 %) or any allowed
+    /// token (30 %). After a random number of steps (up to half the budget), a
+    /// breadth-first search over single-byte tokens (and the grammar's special tokens)
+    /// finds a shortest way to a state where the grammar may end, which the walk follows.
+    /// The matcher does not expose its state, so the search tells states apart by their
+    /// mask and depth, keeping two states per such key (equal masks can hide different
+    /// stacks of open rules: `(a` and `((a`); it tries every allowed punctuation, space or
+    /// control byte but only a few letters, digits and non-ASCII bytes at each state. When
+    /// it gives up (a budget of token evaluations), the walk wanders one more step and
+    /// searches again.
+    #[default]
+    Explore,
+    /// Walk to a random target length (8 tokens up to the budget): at each step an allowed
+    /// token that is not end-of-generation, half of the time among those of at most 2
+    /// bytes (which walks the grammar's structure more than long string tokens do); past
+    /// the target, punctuation-only tokens 70 % of the time, and the end as soon as the
+    /// grammar allows it.
+    TargetLength,
+}
+
+/// A walk's budget and style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkOptions {
+    /// The most tokens a walk takes (end-of-generation not counted).
+    pub max_tokens: usize,
+    /// How it picks them.
+    pub style: Style,
+}
+
+/// A finished walk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walk {
+    /// The tokens accepted, in order (never the final end-of-generation).
+    pub tokens: Vec<u32>,
+    /// Whether the grammar may end after them (the walk chose to end); false when the
+    /// budget ran out first.
+    pub complete: bool,
+}
+
+impl Walk {
+    /// The walk's text: the bytes of its tokens (a control token the grammar names gives
+    /// its text).
+    pub fn text(&self, vocab: &Vocabulary) -> Vec<u8> {
+        text(vocab, &self.tokens)
+    }
+}
+
+/// Why a walk stopped short: the engine contradicted itself, or a matcher error.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WalkError {
+    /// No token allowed, and the grammar cannot end (an engine bug).
+    #[error("after {} tokens no token is allowed, yet the grammar cannot end", tokens.len())]
     DeadEnd {
-        /// The tokens accepted.
+        /// The tokens accepted so far.
         tokens: Vec<u32>,
-        /// Their text.
-        text: Vec<u8>,
     },
-    /// A token of the mask that the matcher refused.
+    /// A token of the mask that the matcher refused (an engine bug).
+    #[error("token {token} was allowed by the mask but the matcher refused it")]
     Disagree {
-        /// The refused token.
+        /// The token.
         token: u32,
         /// The tokens accepted before it.
         tokens: Vec<u32>,
-        /// Their text.
-        text: Vec<u8>,
     },
     /// The matcher failed (a limit).
-    Match(MatchError),
+    #[error(transparent)]
+    Match(#[from] MatchError),
 }
 
-/// Walks grammars over one vocabulary.
+/// One random walk over `grammar` (see [`Walker::walk`]; a walker made for one walk).
+///
+/// # Errors
+///
+/// As [`Walker::walk`].
+pub fn walk(grammar: &Arc<CompiledGrammar>, rng: &mut impl WalkRng, options: &WalkOptions) -> Result<Walk, WalkError> {
+    Walker::new(grammar.vocab().clone()).walk(grammar, rng, options)
+}
+
+/// The bytes of `tokens`.
+pub fn text(vocab: &Vocabulary, tokens: &[u32]) -> Vec<u8> {
+    tokens.iter().flat_map(|&t| vocab.token_bytes(t).iter().copied()).collect()
+}
+
+/// Token evaluations (accept + mask) one search may spend before it gives up.
+const SEARCH_BUDGET: usize = 6_000;
+/// States a search keeps per (mask, depth): more than one, since equal masks do not make
+/// equal states (the stack of open rules can differ).
+const COPIES_PER_KEY: usize = 2;
+
+/// Walks over the grammars of one vocabulary: what it knows of the vocabulary, and a
+/// mask buffer.
+#[derive(Clone, Debug)]
 pub struct Walker {
-    /// The vocabulary walked.
-    pub vocab: Arc<Vocabulary>,
-    /// Tokens the end search also tries where they are allowed (none by default): long
-    /// closing markers (`</think>`) that a search over single bytes seldom spells out
-    /// inside free text, where every state has the same mask.
-    pub extra: Vec<u32>,
+    vocab: Arc<Vocabulary>,
     /// Per byte value, a text token that is exactly that byte (a normal one preferred).
     byte_token: Vec<Option<u32>>,
     /// Tokens that are not text (control tokens, EOS included, that a grammar can name).
     special: Vec<u32>,
+    /// Tokens the end search also tries where they are allowed ([`Walker::with_extra`]).
+    extra: Vec<u32>,
     mask: Vec<u32>,
 }
 
 impl Walker {
-    /// A walker over `vocab`.
+    /// A walker over grammars compiled against `vocab`.
     pub fn new(vocab: Arc<Vocabulary>) -> Self {
         let mut byte_token: Vec<Option<u32>> = vec![None; 256];
         let mut special = Vec::new();
@@ -116,93 +202,142 @@ impl Walker {
             }
         }
         let mask = bitmask::new_mask(vocab.mask_width());
-        Walker { vocab, byte_token, special, mask, extra: Vec::new() }
+        Walker { vocab, byte_token, special, extra: Vec::new(), mask }
     }
 
-    /// The text of the tokens accepted (a control token the grammar names gives its text;
-    /// the final EOS is never among them).
-    /// The text of tokens.
-    pub fn text(&self, tokens: &[u32]) -> Vec<u8> {
-        tokens.iter().flat_map(|&t| self.vocab.token_bytes(t).iter().copied()).collect()
+    /// Also tries `tokens` in the end search where they are allowed: long closing markers
+    /// (`</think>`) that a search over single bytes seldom spells out inside free text,
+    /// where every state has the same mask.
+    pub fn with_extra(mut self, tokens: Vec<u32>) -> Self {
+        self.extra = tokens;
+        self
     }
 
-    /// Fills `self.mask` for the matcher's state; a dead end is a failure.
-    fn fill(&mut self, m: &mut Matcher, tokens: &[u32]) -> Result<usize, Failure> {
-        m.fill_mask(&mut self.mask).map_err(Failure::Match)?;
-        let n = bitmask::count(&self.mask);
-        if n == 0 && !m.can_end() {
-            return Err(Failure::DeadEnd { tokens: tokens.to_vec(), text: self.text(tokens) });
-        }
-        Ok(n)
-    }
-
-    fn accept(&self, m: &mut Matcher, token: u32, tokens: &[u32]) -> Result<(), Failure> {
-        m.accept_token(token).map_err(|e| match e {
-            MatchError::TokenRejected { .. } => {
-                Failure::Disagree { token, tokens: tokens.to_vec(), text: self.text(tokens) }
-            }
-            e => Failure::Match(e),
-        })
-    }
-
-    /// One walk of at most `max_tokens` tokens.
+    /// One random walk over `grammar` (compiled against this walker's vocabulary), its
+    /// draws from `rng`: the tokens, and whether the grammar may end after them.
     ///
     /// # Errors
     ///
-    /// [`Failure`]: an engine bug found (a dead end, a mask the matcher disagrees with) or a
-    /// matcher error.
-    pub fn walk(&mut self, g: &Arc<CompiledGrammar>, max_tokens: usize, rng: &mut Rng) -> Result<Walk, Failure> {
-        let mut m = Matcher::new(g.clone());
+    /// [`WalkError::DeadEnd`] and [`WalkError::Disagree`] (engine bugs), and
+    /// [`WalkError::Match`] when the matcher passes one of its limits.
+    pub fn walk(
+        &mut self,
+        grammar: &Arc<CompiledGrammar>,
+        rng: &mut impl WalkRng,
+        options: &WalkOptions,
+    ) -> Result<Walk, WalkError> {
+        let mut m = Matcher::new(grammar.clone());
+        match options.style {
+            Style::Explore => self.explore(&mut m, options.max_tokens, rng),
+            Style::TargetLength => self.to_target_length(&mut m, options.max_tokens, rng),
+        }
+    }
+
+    /// [`Style::Explore`].
+    fn explore(&mut self, m: &mut Matcher, max_tokens: usize, rng: &mut impl WalkRng) -> Result<Walk, WalkError> {
         let mut tokens: Vec<u32> = Vec::new();
+        let complete = |tokens: Vec<u32>| Ok(Walk { tokens, complete: true });
         let wander_for = max_tokens / 16 + rng.below(max_tokens / 2 - max_tokens / 16 + 1);
         let mut plan: VecDeque<u32> = VecDeque::new();
         while tokens.len() < max_tokens {
             if m.must_end() {
-                return Ok(Walk::Complete(self.text(&tokens)));
+                return complete(tokens);
             }
-            let n = self.fill(&mut m, &tokens)?;
+            let n = self.fill(m, &tokens)?;
             let can_end = m.can_end();
             let step = tokens.len();
             let token = if step < wander_for {
                 let frac = step as f64 / wander_for.max(1) as f64;
                 if can_end && rng.chance(0.03 + 0.3 * frac * frac) {
-                    return Ok(Walk::Complete(self.text(&tokens)));
+                    return complete(tokens);
                 }
-                self.wander(&mut m, n, rng)
+                self.wander(m, n, rng)
             } else {
                 if can_end {
-                    return Ok(Walk::Complete(self.text(&tokens)));
+                    return complete(tokens);
                 }
                 if plan.is_empty() {
                     let depth = max_tokens - step;
-                    match self.search(&mut m, &tokens, depth, rng)? {
+                    match self.search(m, &tokens, depth, rng)? {
                         Some(path) => plan.extend(path),
                         None => {
                             // The search used the mask buffer: refill it for this state.
-                            self.fill(&mut m, &tokens)?;
+                            self.fill(m, &tokens)?;
                         }
                     }
                 }
                 match plan.pop_front() {
                     Some(t) => t,
-                    None => self.wander(&mut m, n, rng),
+                    None => self.wander(m, n, rng),
                 }
             };
             if can_end && self.vocab.is_eos(token) {
-                return Ok(Walk::Complete(self.text(&tokens)));
+                return complete(tokens);
             }
-            self.accept(&mut m, token, &tokens)?;
+            self.accept(m, token, &tokens)?;
             tokens.push(token);
         }
         if m.can_end() {
-            return Ok(Walk::Complete(self.text(&tokens)));
+            return complete(tokens);
         }
-        self.fill(&mut m, &tokens)?;
-        Ok(Walk::Incomplete)
+        self.fill(m, &tokens)?;
+        Ok(Walk { tokens, complete: false })
+    }
+
+    /// [`Style::TargetLength`].
+    fn to_target_length(
+        &mut self,
+        m: &mut Matcher,
+        max_tokens: usize,
+        rng: &mut impl WalkRng,
+    ) -> Result<Walk, WalkError> {
+        let target = 8 + rng.below(max_tokens.saturating_sub(8).max(1));
+        let mut tokens = Vec::new();
+        while tokens.len() < max_tokens {
+            m.fill_mask(&mut self.mask)?;
+            let vocab = &self.vocab;
+            let allowed: Vec<u32> = bitmask::allowed(&self.mask).filter(|&t| !vocab.is_eos(t)).collect();
+            let finishing = tokens.len() >= target;
+            if m.can_end() && (allowed.is_empty() || finishing) {
+                return Ok(Walk { tokens, complete: true });
+            }
+            if allowed.is_empty() {
+                return Err(WalkError::DeadEnd { tokens });
+            }
+            let pool: Vec<u32> = if finishing && rng.chance(0.7) {
+                allowed.iter().copied().filter(|&t| is_punctuation(vocab.token_bytes(t))).collect()
+            } else if rng.chance(0.5) {
+                allowed.iter().copied().filter(|&t| vocab.token_bytes(t).len() <= 2).collect()
+            } else {
+                Vec::new()
+            };
+            let pool = if pool.is_empty() { &allowed } else { &pool };
+            let token = pool[rng.below(pool.len())];
+            self.accept(m, token, &tokens)?;
+            tokens.push(token);
+        }
+        Ok(Walk { tokens, complete: false })
+    }
+
+    /// Fills `self.mask` for the matcher's state; a dead end is an error.
+    fn fill(&mut self, m: &mut Matcher, tokens: &[u32]) -> Result<usize, WalkError> {
+        m.fill_mask(&mut self.mask)?;
+        let n = bitmask::count(&self.mask);
+        if n == 0 && !m.can_end() {
+            return Err(WalkError::DeadEnd { tokens: tokens.to_vec() });
+        }
+        Ok(n)
+    }
+
+    fn accept(&self, m: &mut Matcher, token: u32, tokens: &[u32]) -> Result<(), WalkError> {
+        m.accept_token(token).map_err(|e| match e {
+            MatchError::TokenRejected { .. } => WalkError::Disagree { token, tokens: tokens.to_vec() },
+            e => WalkError::Match(e),
+        })
     }
 
     /// One wandering step in a state whose mask (`n` tokens allowed) is in `self.mask`.
-    fn wander(&mut self, m: &mut Matcher, n: usize, rng: &mut Rng) -> u32 {
+    fn wander(&mut self, m: &mut Matcher, n: usize, rng: &mut impl WalkRng) -> u32 {
         if rng.chance(0.5) {
             if let Some(&t) = m.forced_tokens(64).first() {
                 return t;
@@ -219,7 +354,7 @@ impl Walker {
     }
 
     /// The tokens to try from a state in a search, its mask being in `self.mask`.
-    fn candidates(&self, rng: &mut Rng) -> Vec<u32> {
+    fn candidates(&self, rng: &mut impl WalkRng) -> Vec<u32> {
         let mut out = Vec::new();
         let (mut alnum, mut high) = (Vec::new(), Vec::new());
         for (b, t) in self.byte_token.iter().enumerate() {
@@ -256,20 +391,20 @@ impl Walker {
 
     /// A shortest (in tokens, over the candidate tokens) way from the matcher's state to
     /// one where the grammar can end, of at most `max_depth` tokens; `None` when the search
-    /// runs out of budget. `tokens` are those accepted so far (for failure reports). The
-    /// matcher is back in its state on return.
+    /// runs out of budget. `tokens` are those accepted so far (for errors). The matcher is
+    /// back in its state on return.
     fn search(
         &mut self,
         m: &mut Matcher,
         tokens: &[u32],
         max_depth: usize,
-        rng: &mut Rng,
-    ) -> Result<Option<Vec<u32>>, Failure> {
+        rng: &mut impl WalkRng,
+    ) -> Result<Option<Vec<u32>>, WalkError> {
         let base = m.tokens_accepted();
         let mut path_buf = tokens.to_vec();
         let result = self.search_inner(m, &mut path_buf, max_depth, rng);
         let back = m.tokens_accepted() - base;
-        m.rollback(back).map_err(Failure::Match)?;
+        m.rollback(back)?;
         result
     }
 
@@ -278,8 +413,8 @@ impl Walker {
         m: &mut Matcher,
         path_buf: &mut Vec<u32>,
         max_depth: usize,
-        rng: &mut Rng,
-    ) -> Result<Option<Vec<u32>>, Failure> {
+        rng: &mut impl WalkRng,
+    ) -> Result<Option<Vec<u32>>, WalkError> {
         struct Node {
             parent: usize,
             token: u32,
@@ -308,7 +443,7 @@ impl Walker {
                 continue;
             }
             let path = path_to(&nodes, x);
-            m.rollback(m.tokens_accepted() - base).map_err(Failure::Match)?;
+            m.rollback(m.tokens_accepted() - base)?;
             path_buf.truncate(prefix_len);
             for &t in &path {
                 self.accept(m, t, path_buf)?;
@@ -338,11 +473,16 @@ impl Walker {
                     nodes.push(Node { parent: x, token: t, depth, candidates });
                     queue.push_back(nodes.len() - 1);
                 }
-                m.rollback(1).map_err(Failure::Match)?;
+                m.rollback(1)?;
             }
         }
         Ok(None)
     }
+}
+
+/// Whether a token's bytes are ASCII punctuation only.
+fn is_punctuation(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && bytes.iter().all(|c| c.is_ascii_punctuation())
 }
 
 /// The `k`-th (from 0) allowed token of a mask with more than `k` allowed.
@@ -371,60 +511,10 @@ fn hash(mask: &[u32]) -> u64 {
     h
 }
 
-/// A small seeded PRNG (xoshiro256**, seeded by SplitMix64), so that a seed gives the same
-/// walks on every platform and version.
-pub struct Rng {
-    s: [u64; 4],
-}
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        let mut x = seed;
-        let mut next = || {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
-        Rng { s: [next(), next(), next(), next()] }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        debug_assert!(n > 0);
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stencil_grammar::reference::Recognizer;
 
     #[test]
     fn nth_allowed_finds_bits() {
@@ -436,12 +526,74 @@ mod tests {
         assert_eq!(got, vec![3, 40, 41, 99]);
     }
 
+    /// The single bytes, some two-byte words, and an end-of-generation token.
+    fn vocab() -> Arc<Vocabulary> {
+        let mut tokens: Vec<_> = (0..=255u8).map(|b| (vec![b], TokenKind::Normal)).collect();
+        for w in ["ab", "[1", ", ", "12", "]]", "abc"] {
+            tokens.push((w.as_bytes().to_vec(), TokenKind::Normal));
+        }
+        tokens.push((b"<eos>".to_vec(), TokenKind::Control));
+        let eos = tokens.len() as u32 - 1;
+        Arc::new(Vocabulary::new(tokens, vec![eos]).unwrap())
+    }
+
+    /// Every complete walk of either style is in the grammar's language (the reference
+    /// recognizer's verdict), walks are deterministic in the seed, and most finish.
     #[test]
-    fn deterministic_and_in_range() {
-        let a: Vec<u64> = (0..4).scan(Rng::new(7), |r, _| Some(r.next_u64())).collect();
-        let b: Vec<u64> = (0..4).scan(Rng::new(7), |r, _| Some(r.next_u64())).collect();
-        assert_eq!(a, b);
-        let mut r = Rng::new(1);
-        assert!((0..1000).all(|_| r.below(3) < 3 && r.unit() < 1.0));
+    fn walks_are_in_the_language() {
+        let vocab = vocab();
+        for gbnf in [
+            r#"root ::= "[" item ("," " "? item)* "]"
+item ::= [0-9]+ | "[" item "]" | "ab" "c"?"#,
+            r#"root ::= ("a" | "b")* "c" | "x"{3,9}"#,
+        ] {
+            let grammar = stencil_grammar::parse_gbnf(gbnf).unwrap();
+            let recognizer = Recognizer::new(&grammar).unwrap();
+            let compiled = CompiledGrammar::new(&grammar, vocab.clone()).unwrap();
+            let mut walker = Walker::new(vocab.clone());
+            for style in [Style::Explore, Style::TargetLength] {
+                let options = WalkOptions { max_tokens: 48, style };
+                let mut complete = 0;
+                for seed in 0..40 {
+                    let w = walker.walk(&compiled, &mut Xoshiro256::new(seed), &options).unwrap();
+                    assert!(w.tokens.len() <= 48);
+                    let again = walker.walk(&compiled, &mut Xoshiro256::new(seed), &options).unwrap();
+                    assert_eq!(w, again, "{style:?}, seed {seed}: not deterministic");
+                    if w.complete {
+                        complete += 1;
+                        let text = w.text(&vocab);
+                        assert!(recognizer.matches(&text), "{style:?}: {:?} is not in {gbnf}", String::from_utf8_lossy(&text));
+                    }
+                }
+                assert!(complete >= 36, "{style:?}: only {complete} of 40 walks of {gbnf} finished");
+            }
+        }
+    }
+
+    /// A budget too small to finish gives an incomplete walk, not an error.
+    #[test]
+    fn a_small_budget_leaves_the_walk_incomplete() {
+        let vocab = vocab();
+        let grammar = stencil_grammar::parse_gbnf(r#"root ::= "x"{20}"#).unwrap();
+        let compiled = CompiledGrammar::new(&grammar, vocab.clone()).unwrap();
+        for style in [Style::Explore, Style::TargetLength] {
+            let w = walk(&compiled, &mut SplitMix64::new(3), &WalkOptions { max_tokens: 5, style }).unwrap();
+            assert_eq!((w.tokens.len(), w.complete), (5, false), "{style:?}");
+            assert_eq!(w.text(&vocab), b"xxxxx");
+        }
+    }
+
+    /// Past its target length, a target-length walk ends as soon as the grammar may.
+    #[test]
+    fn target_length_walks_end_when_they_may() {
+        let vocab = vocab();
+        let grammar = stencil_grammar::parse_gbnf(r#"root ::= "a"+"#).unwrap();
+        let compiled = CompiledGrammar::new(&grammar, vocab.clone()).unwrap();
+        let options = WalkOptions { max_tokens: 12, style: Style::TargetLength };
+        for seed in 0..20 {
+            let w = walk(&compiled, &mut SplitMix64::new(seed), &options).unwrap();
+            // The target is 8 to 11 tokens; "a" is the only token, so the walk is the target.
+            assert!(w.complete && (8..12).contains(&w.tokens.len()), "seed {seed}: {w:?}");
+        }
     }
 }

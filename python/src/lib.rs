@@ -8,13 +8,20 @@
 //!   tokenizer, raw token bytes).
 //! - `compile.rs`: `Compiler` (JSON Schema, GBNF, regex, tool sets, any JSON) and the
 //!   immutable `Grammar` it makes.
-//! - `matcher.rs`: `Matcher`, one sequence's parse state, and the batch fill.
+//! - `matcher.rs`: `Matcher`, one sequence's parse state (consume, validate, rollback,
+//!   fork, forced tokens, bitmask fills with the GIL released), and the batch fill (rows in
+//!   order for 50 µs, so warm masks never pay the pool's dispatch, then the rest on the
+//!   thread pool).
 //! - `buffer.rs`: bitmask rows in numpy arrays and torch tensors (the int32 layout
-//!   XGrammar and llguidance use).
+//!   XGrammar and llguidance use), checked once per call.
 //! - `errors.rs`: the exception classes.
 //!
 //! Every call that computes (compiling, masks, warm-up) releases the GIL; no input can
 //! crash the interpreter: errors are exceptions with the engine's located message.
+//!
+//! One abi3 wheel for CPython 3.10 and later, built by maturin (`scripts/build-python.sh`,
+//! or `pip install ./python`); tested by `scripts/test-python.sh` (pytest over
+//! `python/tests/`), measured by `scripts/bench-python.sh`. See `python/README.md`.
 
 use pyo3::prelude::*;
 

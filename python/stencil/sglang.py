@@ -27,8 +27,8 @@ backend is created in the scheduler process, which SGLang starts with the "spawn
   `[project.entry-points."sglang.srt.plugins"] stencil = "stencil.sglang:register"`.
 
 Request keys: ("json", schema text, or "$$ANY$$" for any JSON), ("regex", pattern),
-("ebnf", GBNF grammar); structural tags are not supported (an invalid-grammar object,
-which makes SGLang abort the request with the message).
+("ebnf", GBNF grammar), ("structural_tag", the XGrammar 0.2 JSON); a refused request gets
+an invalid-grammar object, which makes SGLang abort the request with the message.
 """
 
 from __future__ import annotations
@@ -276,11 +276,10 @@ class StencilGrammarBackend(_BackendBase):
         return self._wrap(lambda: self.compiler.compile_grammar(key_string), "ebnf", key_string)
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
-        logger.error("Stencil does not support structural_tag requests: %r", key_string)
-        return _invalid(
-            "the Stencil grammar backend does not support structural_tag requests; "
-            "use the xgrammar or llguidance backend for them"
-        )
+        def fn():
+            return self.compiler.compile_structural_tag(json.loads(key_string), strict=self.strict)
+
+        return self._wrap(fn, "structural_tag", key_string)
 
     def dispatch_fallback(self, key_type: str, key_string: str) -> Any:
         return _invalid(f"the Stencil grammar backend does not support {key_type!r} requests")

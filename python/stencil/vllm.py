@@ -11,7 +11,8 @@ xgrammar and guidance backends. The request types map onto `stencil.Compiler`:
     grammar       -> compile_grammar: GBNF as it is, a Lark grammar (no `::=` on any
                      line) converted to GBNF by `stencil.lark.lark_to_gbnf`
     choice        -> compile_regex of the escaped alternatives
-    structural_tag -> not supported (ValueError)
+    structural_tag -> Compiler.compile_structural_tag (the XGrammar 0.2 JSON: `format`, or
+                      the legacy `structures` + `triggers`)
 
 `compile_grammar` takes the request's stop tokens (`stop_token_ids`, which vLLM 0.33
 passes: the EOS and user stop ids): they become the grammar's end tokens, masked until
@@ -380,15 +381,13 @@ def compile_request(
             if not isinstance(choices, list):
                 raise ValueError(f"a choice request needs a JSON list, got {grammar_spec!r}")
             return compiler.compile_regex(choice_as_regex([str(c) for c in choices]))
+        if kind == "STRUCTURAL_TAG":
+            tag = json.loads(grammar_spec) if isinstance(grammar_spec, str) else grammar_spec
+            return compiler.compile_structural_tag(tag, strict=strict)
     except (CompileError, LarkError) as e:
         raise ValueError(f"Stencil could not compile the {kind.lower()} request: {e}") from e
     except json.JSONDecodeError as e:
         raise ValueError(f"Invalid JSON in the {kind.lower()} request: {e}") from e
-    if kind == "STRUCTURAL_TAG":
-        raise ValueError(
-            "the Stencil backend does not support structural_tag requests; "
-            "use the xgrammar or guidance backend for them"
-        )
     raise ValueError(f"grammar is not of valid supported types. ({request_type!s})")
 
 

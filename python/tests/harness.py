@@ -30,7 +30,7 @@ class Spec:
     """One structured-output request: its kind, the spec string the engine passes, and a
     check of the final text that does not use Stencil."""
 
-    kind: str  # "json", "json_object", "regex", "grammar", "choice"
+    kind: str  # "json", "json_object", "regex", "grammar", "choice", "structural_tag"
     spec: str
     check: Callable[[str], None]
     name: str = ""
@@ -92,6 +92,24 @@ def lark_spec(lark: str, gbnf: str, python_pattern: str, name: str = "lark") -> 
     return Spec("grammar", lark, check, name, reference_gbnf=gbnf)
 
 
+def structural_tag_spec(schema: dict) -> Spec:
+    """A structural tag: `call:`, then `<f>` JSON under `schema` `</f>` (bounded: no free
+    text), checked by hand and with `jsonschema`."""
+    import jsonschema
+
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "call:"},
+        {"type": "tag", "begin": "<f>", "content": {"type": "json_schema", "json_schema": schema}, "end": "</f>"},
+    ]}}
+
+    def check(text: str) -> None:
+        assert text.startswith("call:<f>") and text.endswith("</f>"), f"structural_tag: {text!r}"
+        value = json.loads(text[len("call:<f>"):-len("</f>")])
+        jsonschema.validate(value, schema)
+
+    return Spec("structural_tag", json.dumps(tag), check, "structural_tag")
+
+
 def choice_spec(choices: list[str]) -> Spec:
     def check(text: str) -> None:
         assert text in choices, f"choice: output {text!r} is not one of {choices}"
@@ -137,6 +155,8 @@ def reference_grammar(compiler: stencil.Compiler, spec: Spec, *, whitespace: str
         return compiler.compile_grammar(spec.reference_gbnf or spec.spec)
     if spec.kind == "choice":
         return compiler.compile_regex(alternatives_regex(json.loads(spec.spec)))
+    if spec.kind == "structural_tag":
+        return compiler.compile_structural_tag(json.loads(spec.spec), strict=False)
     raise ValueError(spec.kind)
 
 
@@ -192,6 +212,7 @@ def all_specs() -> list[Spec]:
         regex_spec(r"[a-z]{2,5}-[0-9]{1,3}"),
         grammar_spec(GBNF, GBNF_PY),
         choice_spec(["red", "green", "blue-ish", "a.b"]),
+        structural_tag_spec(RECORD),
     ]
 
 

@@ -77,13 +77,15 @@ def test_invalid_requests_give_invalid_grammar_objects(backend):
         backend.dispatch_json("{not json"),
         backend.dispatch_regex("a(b"),
         backend.dispatch_ebnf("root ::= missing"),
-        backend.dispatch_structural_tag(json.dumps({"structures": [], "triggers": []})),
+        backend.dispatch_structural_tag(json.dumps({"type": "structural_tag", "format": {"type": "any_tokens"}})),
     ):
         assert not isinstance(g, sg.StencilGrammar)
         if not sg.HAVE_SGLANG:
             assert isinstance(g, sg.InvalidGrammar) and g.error_message
     msg = backend.dispatch_structural_tag("{}").error_message
     assert "structural_tag" in msg
+    tag = {"structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}], "triggers": ["<f"]}
+    assert isinstance(backend.dispatch_structural_tag(json.dumps(tag)), sg.StencilGrammar)
 
 
 def test_jump_and_retokenize(backend, sglang_compiler):

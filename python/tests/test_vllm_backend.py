@@ -129,16 +129,19 @@ def test_refused_token_returns_false(backend, smollm2_compiler):
     assert g.validate_tokens([]) == []
 
 
-def test_structural_tag_is_refused_clearly(backend):
-    tag = json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f"]})
-    with pytest.raises(ValueError, match="structural_tag"):
-        backend.compile_grammar(sv.StructuredOutputOptions.STRUCTURAL_TAG, tag)
+def test_structural_tags_compile_and_unsupported_formats_are_named(backend):
+    tag = json.dumps({"structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}], "triggers": ["<f"]})
+    g = backend.compile_grammar(sv.StructuredOutputOptions.STRUCTURAL_TAG, tag)
+    assert not g.is_terminated()
+    bad = json.dumps({"type": "structural_tag", "format": {"type": "dispatch", "rules": []}})
+    with pytest.raises(ValueError, match="dispatch"):
+        backend.compile_grammar(sv.StructuredOutputOptions.STRUCTURAL_TAG, bad)
 
 
 @pytest.mark.parametrize(
     "kind,spec",
     [("JSON", "{not json"), ("JSON", '{"type": "frobnicate"}'), ("REGEX", "a(b"),
-     ("GRAMMAR", "root ::= missing"), ("CHOICE", '"not a list"')],
+     ("GRAMMAR", "root ::= missing"), ("CHOICE", '"not a list"'), ("STRUCTURAL_TAG", "{not json")],
 )
 def test_bad_specs_raise_value_error(backend, kind, spec):
     with pytest.raises(ValueError):

@@ -12,9 +12,11 @@
 //! alternates between two kinds of step: a *candidate* step puts its `k` candidates in one
 //! batch, each in a KV-cache sequence of its own copied from the sequence's (so the `k`
 //! hidden states come from one forward pass, next to the other sequences' rows), keeps the
-//! winner's cell and its logits for the next step, and frees the others; a *chain* step
-//! evaluates the tokens the grammar forces after a winner, whose hidden states join the
-//! context. Needs a session with hidden states ([`crate::SessionOptions::embeddings`]).
+//! winner's cell and its logits for the next step, and parks the losers' cells in a KV
+//! sequence of their own until the sequence ends (so that cells stay in position order);
+//! a *chain* step evaluates the tokens the grammar forces after a winner, whose hidden
+//! states join the context. Needs a session with hidden states
+//! ([`crate::SessionOptions::embeddings`]).
 //! With `α = 0` or `k = 1` the score is the probability and the search is greedy decoding:
 //! the request then decodes greedily, without candidate passes.
 

@@ -49,7 +49,9 @@ pub enum RuntimeError {
     Decode(String),
     /// The KV cache has no room for a forward pass's rows (llama.cpp's "no KV slot"): fewer
     /// sequences, a shorter prompt or a larger context would fit.
-    #[error("the KV cache has no room for this forward pass: lower the sequences or the tokens, or raise the context size")]
+    #[error(
+        "the KV cache has no room for this forward pass: lower the sequences or the tokens, or raise the context size"
+    )]
     KvCacheFull,
     #[error(transparent)]
     Sampling(#[from] stencil_sampling::SamplingError),

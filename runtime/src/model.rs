@@ -1,4 +1,6 @@
-//! Loading a GGUF model with llama.cpp, and the vocabulary the grammar engine sees for it.
+//! Loading a GGUF model with llama.cpp, and the vocabulary the grammar engine sees for it:
+//! read from the same file, with the logits' width as its mask width, so masks line up
+//! with the logits. The chat template is rendered by `chat.rs` (`minijinja`).
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use llama_cpp_2::context::LlamaContext;
 use stencil_mask::{CompileError, CompiledGrammar, Vocabulary};
-use stencil_structural::CompiledTag;
 use stencil_sampling::{SamplingParams, StopStrings, Utf8Stream};
+use stencil_structural::CompiledTag;
 
 use crate::decode::forward::{clear_seq, LlamaForward};
 use crate::decode::{Forward, Row};

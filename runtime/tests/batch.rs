@@ -592,3 +592,61 @@ fn top_logprobs_report_alternatives_without_changing_the_output() {
         assert!(sampled_steps > 0);
     }
 }
+
+/// A structural tag: thinking in `<think>…</think>` (a budget of 48 tokens), then JSON under
+/// the person schema. The prompt shows a worked example, so prompt-lookup drafts copy across
+/// `</think>` into the JSON, and the model as its own draft drafts there too; each draft is
+/// verified under the one structural grammar. Greedy, flash attention on (llama.cpp's CPU
+/// default, where a verified row is evaluated as a one-token step): the output is the output
+/// without speculation, and it reads back into its thinking and a JSON that validates.
+#[test]
+fn drafts_across_the_end_of_the_reasoning_keep_the_output() {
+    let person = serde_json::json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"}},
+        "required": ["name", "age"], "additionalProperties": false});
+    let tag = serde_json::json!({"format": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_tokens": 48}, "end": "</think>"},
+        {"type": "json_schema", "json_schema": person}]}});
+    let example =
+        "<think>The passage names Grace Hopper and says she was 85.</think>{\"name\": \"Grace Hopper\", \"age\": 85}";
+    let ask = format!(
+        "Read the passage, think in <think> tags, then answer with JSON.\nExample: {example}\n\
+         Passage: Ada Lovelace was 36 when she died. Answer in the same way."
+    );
+    for model in [smollm2(), gemma3()] {
+        let tag = Arc::new(stencil_structural::compile_json(&tag, &Default::default()).unwrap());
+        let greedy = GenerateRequest::new(stencil_runtime::Prompt::user_or_text(model, ask.clone()))
+            .with_params(SamplingParams { max_tokens: 120, ..SamplingParams::greedy() })
+            .with_structural_tag(tag.clone(), model.vocab())
+            .unwrap();
+        let plain = session(model, 1).generate(&greedy, |_| {}).unwrap();
+        let name = &model.info().name;
+        let reply = tag.read(plain.text.as_bytes()).unwrap();
+        assert!(plain.stop_reason.is_natural() && reply.complete, "{name}: {:?}", plain.text);
+        let json = &plain.text[plain.text.find("</think>").unwrap() + "</think>".len()..];
+        let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{name}: {e}: {json:?}"));
+        assert!(validate(&person, &v, &Registry::new()).is_ok(), "{name}: {json}");
+        let lookup = stencil_runtime::speculate::PromptLookup { cut: false, ..Default::default() };
+        let mut by_lookup = greedy.clone();
+        by_lookup.speculation = Some(stencil_runtime::Speculation::PromptLookup(lookup));
+        let spec = session(model, 1).generate(&by_lookup, |_| {}).unwrap();
+        assert_eq!(
+            spec.tokens, plain.tokens,
+            "{name}: prompt lookup changed the output:\n{}\n{}",
+            spec.text, plain.text
+        );
+        let stats = spec.record.speculation.unwrap();
+        assert!(stats.accepted > 5, "{name}: {stats:?}");
+        let by_draft = with_draft(&greedy, 4);
+        let drafted = draft_session(model, model).generate(&by_draft, |_| {}).unwrap();
+        assert_eq!(drafted.tokens, plain.tokens, "{name}: the draft model changed the output");
+        eprintln!(
+            "{name}: {:?}; prompt lookup accepted {} of {}; draft model accepted {} of {}",
+            plain.text,
+            stats.accepted,
+            stats.drafted,
+            drafted.record.speculation.unwrap().accepted,
+            drafted.record.speculation.unwrap().drafted
+        );
+    }
+}

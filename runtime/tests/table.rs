@@ -220,9 +220,10 @@ fn a_reasoning_budget_closes_the_thinking_after_its_tokens() {
         for speculate in [false, true] {
             let mut r = think_then_ok(&s, budget);
             if speculate {
-                r.speculation = Some(stencil_runtime::Speculation::DraftModel(stencil_runtime::speculate::DraftModel {
-                    max_draft: 5,
-                }));
+                r.speculation =
+                    Some(stencil_runtime::Speculation::DraftModel(stencil_runtime::speculate::DraftModel {
+                        max_draft: 5,
+                    }));
             }
             for seed in 0..8 {
                 r.params.seed = Some(seed);
@@ -230,7 +231,11 @@ fn a_reasoning_budget_closes_the_thinking_after_its_tokens() {
                 assert!(g.stop_reason.is_natural(), "{:?} {:?}", g.stop_reason, g.text);
                 assert!(g.text.starts_with("<t>") && g.text.ends_with("</t>ok"), "{:?}", g.text);
                 let spent = thinking_tokens(&vocab, &g);
-                assert!(spent <= budget as usize, "budget {budget}, speculate {speculate}: {spent} tokens in {:?}", g.text);
+                assert!(
+                    spent <= budget as usize,
+                    "budget {budget}, speculate {speculate}: {spent} tokens in {:?}",
+                    g.text
+                );
             }
         }
     }

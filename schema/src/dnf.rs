@@ -3,7 +3,8 @@
 //! conjunction of applicator-free members (or negations of simple ones); `oneOf` is exact
 //! when its branches are provably disjoint ([`Ctx::disjoint`], by [`Sig`]natures) or of the
 //! `required`-only form. [`Ctx::merge_pattern_branches`] then joins string branches that
-//! differ only in their pattern.
+//! differ only in their pattern: one branch with the patterns' alternation, since
+//! separate unanchored searches blow up the engine's subset construction.
 //!
 //! Invariant: the union of the branches' languages is the conjunction's (up to what is
 //! reported unenforced), and never more than `SchemaLimits::max_branches` branches exist.

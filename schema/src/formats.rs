@@ -1,5 +1,6 @@
 //! `format` values as regular expressions over the decoded string (`regex-syntax` syntax,
-//! full match).
+//! full match). Their syntax trees are parsed once per process (`format_hir`): the
+//! regexes are constants, and schemas name a format in many places.
 
 use regex_syntax::hir::Hir;
 use std::collections::HashMap;

@@ -69,6 +69,27 @@
 //! `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u00XX` (lowercase hex) for the other control
 //! characters, everything else literally. Numbers are JSON numbers; with bounds they are
 //! written without an exponent.
+//!
+//! Whitespace is compact, flexible with a cap on each run, or exact indentation. With
+//! `PropertyOrder::Any`, declared properties come in any order, presence and no
+//! duplicates enforced for up to `SchemaLimits::max_any_order_properties` (8) declared
+//! properties; beyond, lenient mode widens (required names tracked, the rest free).
+//!
+//! ## Where things are
+//! Besides the steps above: `compile.rs` (the driver and the limits), `keyset.rs` and
+//! `hirset.rs` (key languages of patterns, less the declared names), `not_in.rs` (keys
+//! that are none of some names), `ecma.rs` (ECMA-262 patterns), `formats.rs`,
+//! `numbers.rs` (exact integer ranges), `escape.rs` (JSON escaping), `memo.rs` (what a
+//! compile computes once), `validate.rs` and `depth.rs` (post-hoc validation on a stack
+//! sized for the schema). One rule per subschema (per distinct conjunction): `$ref`s are
+//! rule references, so recursion works.
+//!
+//! ## Tests
+//! The JSON-Schema-Test-Suite ratchet (`tests/test_suite.rs`, expectations in
+//! `tests/expected/`, over the suite vendored in `fixtures/json-schema-test-suite/`); the
+//! conformance run over a JSONSchemaBench split outside the repository
+//! (`tests/jsonschemabench.rs`, not in `cargo test`: `scripts/conformance.sh --corpus
+//! DIR`).
 
 #![warn(missing_docs)]
 

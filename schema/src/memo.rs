@@ -2,6 +2,12 @@
 //! and their matchers, string contents, the keys of `patternProperties` patterns, and the
 //! `jsonschema` validators that check `enum` values against the other keywords.
 //!
+//! So patterns are translated once per compile (and their keys less the declared names
+//! built once per set of names), and a string of one pattern or format with its length
+//! bounds is escaped once (schemas repeat `format: date-time`). The `enum` validators are
+//! built over the documents prepared once per compile; members that are only a `$ref`,
+//! an `allOf` or an `anyOf` are not checked (their subschemas are members too).
+//!
 //! Invariant: a memo entry depends only on its key and the compile's options, so reading
 //! it instead of recomputing never changes the grammar.
 

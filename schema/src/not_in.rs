@@ -1,5 +1,14 @@
 //! "Any string but these": the escaped contents of a JSON string that is none of a set
 //! of excluded strings (an object's declared keys, when other keys are allowed too).
+//!
+//! One trie of the names, each node with its closing quote, its leaving characters and
+//! its next characters side by side, one rule per set of names; the rest of such a
+//! string, and its characters that are not plain text, are two rules shared by every
+//! such key (`StringRests`). A pattern's keys (or a combination of patterns') less the
+//! names they hold are the same trie walked on the language's minimal DFA
+//! (`keyset::Product::without_words`): a character that leaves the trie goes on to the
+//! rule of the DFA state it reaches, one rule per state, all tail calls, so the engine
+//! builds the key back into one automaton.
 
 use crate::emit::{alt, hir_expr, lit, seq};
 use crate::escape::{class_hir, escape_char, length_hir};

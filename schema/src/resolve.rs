@@ -1,5 +1,6 @@
 //! Documents, base URIs, `$id`/`id`, `$anchor` and `$ref` resolution (JSON pointers,
-//! anchors, embedded resources, remote documents from the caller's registry).
+//! anchors, embedded resources, remote documents from the caller's registry, never
+//! fetched).
 
 use rustc_hash::FxHashMap as HashMap;
 

@@ -33,7 +33,7 @@ pub struct ChatCompletionRequest {
     /// `max_tokens`' newer name (wins when both are given).
     #[serde(default)]
     pub max_completion_tokens: Option<u32>,
-    /// `text`, `json_object` or `json_schema`.
+    /// `text`, `json_object`, `json_schema` or `structural_tag`.
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
     /// The tools the model may call (OpenAI's function tools).
@@ -206,6 +206,19 @@ pub enum ResponseFormat {
     JsonSchema {
         /// The schema and how to apply it.
         json_schema: JsonSchemaFormat,
+    },
+    /// A structural tag (`STRUCTURAL_TAGS.md`) as vLLM and SGLang take it: its `format`, or
+    /// the legacy `structures` and `triggers`; checked by its own compiler.
+    StructuralTag {
+        /// The format (XGrammar 0.2's structural tag).
+        #[serde(default)]
+        format: Option<Value>,
+        /// The legacy form's structures (`begin`, `schema`, `end`).
+        #[serde(default)]
+        structures: Option<Value>,
+        /// The legacy form's triggers.
+        #[serde(default)]
+        triggers: Option<Value>,
     },
 }
 

@@ -10,10 +10,10 @@ use serde_json::Value;
 use stencil_grammar::{Expr, Grammar};
 use stencil_mask::{CompiledGrammar, Vocabulary};
 use stencil_schema::{SchemaOptions, Unenforced};
+use stencil_structural::CompiledTag;
 use stencil_tools::{CallOptions, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 use crate::error::ApiError;
-use crate::request::ToolRequest;
 
 /// A request's constraint, before compiling.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +33,8 @@ pub enum ConstraintSpec {
     Gbnf(String),
     /// A regular expression the whole output matches (the `regex` extension field).
     Regex(String),
+    /// A structural tag (`response_format: {"type": "structural_tag", …}`), the whole object.
+    StructuralTag(Value),
 }
 
 impl ConstraintSpec {
@@ -44,13 +46,14 @@ impl ConstraintSpec {
             ConstraintSpec::Schema { .. } => "json-schema",
             ConstraintSpec::Gbnf(_) => "gbnf",
             ConstraintSpec::Regex(_) => "regex",
+            ConstraintSpec::StructuralTag(_) => "structural-tag",
         }
     }
 
     /// The request field it came from, for errors.
     pub fn param(&self) -> &'static str {
         match self {
-            ConstraintSpec::None | ConstraintSpec::JsonObject => "response_format",
+            ConstraintSpec::None | ConstraintSpec::JsonObject | ConstraintSpec::StructuralTag(_) => "response_format",
             ConstraintSpec::Schema { .. } => "response_format.json_schema.schema",
             ConstraintSpec::Gbnf(_) => "grammar",
             ConstraintSpec::Regex(_) => "regex",
@@ -65,7 +68,41 @@ impl ConstraintSpec {
             ConstraintSpec::Schema { schema, strict } => format!("schema\0{strict}\0{schema}"),
             ConstraintSpec::Gbnf(g) => format!("gbnf\0{g}"),
             ConstraintSpec::Regex(r) => format!("regex\0{r}"),
+            ConstraintSpec::StructuralTag(t) => format!("structural_tag\0{t}"),
         })
+    }
+}
+
+/// A reply with tools, before compiling: the tools it may call, and how (the grammar of
+/// the whole reply, calls or text, comes from [`compile_tools`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// The OpenAI tool list (possibly empty).
+    pub tools: Value,
+    /// `tool_choice`.
+    pub choice: ToolChoice,
+    /// `parallel_tool_calls` (OpenAI's default: true).
+    pub parallel: bool,
+}
+
+impl ToolSpec {
+    /// How the reply is decoded: up to 4 calls with `parallel`, else 1; the reply as one
+    /// grammar (the calls' names from the closed set, each call's arguments under its
+    /// tool's schema, or plain text under `auto`).
+    ///
+    /// ```
+    /// use stencil_server::constraint::ToolSpec;
+    /// use stencil_tools::ToolChoice;
+    /// let spec = ToolSpec { tools: serde_json::json!([]), choice: ToolChoice::Auto, parallel: false };
+    /// assert!(!spec.call_options().parallel);
+    /// ```
+    pub fn call_options(&self) -> CallOptions {
+        CallOptions { choice: self.choice.clone(), parallel: self.parallel, ..CallOptions::default() }
+    }
+
+    /// The cache key: the choice, the parallel flag and the tools.
+    fn key(&self) -> String {
+        format!("tools\0{:?}\0{}\0{}", self.choice, self.parallel, self.tools)
     }
 }
 
@@ -82,6 +119,9 @@ pub struct Constraint {
     pub schema: Option<(Value, Vec<Unenforced>)>,
     /// For tool calls: what renders the prompt and reads the reply back.
     pub tools: Option<Arc<ToolCaller>>,
+    /// For a structural tag: the compiled tag (its reasoning budgets, counted by the
+    /// decode loop).
+    pub tag: Option<Arc<CompiledTag>>,
 }
 
 impl Constraint {
@@ -106,10 +146,11 @@ impl Constraint {
 ///
 /// # Errors
 ///
-/// [`ApiError`] with status 400 and code `invalid_schema`, `invalid_grammar` or
-/// `invalid_regex`.
+/// [`ApiError`] with status 400 and code `invalid_schema`, `invalid_grammar`,
+/// `invalid_regex` or `invalid_structural_tag`.
 pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<Constraint>, ApiError> {
     let param = Some(spec.param());
+    let mut tag = None;
     let (grammar, schema, code) = match spec {
         ConstraintSpec::None => return Ok(None),
         ConstraintSpec::JsonObject => {
@@ -141,40 +182,43 @@ pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<
             grammar.add_rule("root", Expr::Regex(pattern.as_str().into()));
             (grammar, None, "invalid_regex")
         }
+        ConstraintSpec::StructuralTag(definition) => {
+            let options = stencil_structural::CompileOptions { vocab: Some(vocab.clone()), ..Default::default() };
+            let compiled = stencil_structural::compile_json(definition, &options).map_err(|e| {
+                ApiError::invalid(format!("invalid structural tag: {e}"), param).with_code("invalid_structural_tag")
+            })?;
+            let grammar = compiled.grammar.clone();
+            tag = Some(Arc::new(compiled));
+            (grammar, None, "invalid_structural_tag")
+        }
     };
     let compiled = CompiledGrammar::new(&grammar, vocab.clone()).map_err(|e| {
         let what = match spec {
             ConstraintSpec::Regex(_) => "regular expression",
             ConstraintSpec::Gbnf(_) => "GBNF grammar",
+            ConstraintSpec::StructuralTag(_) => "structural tag",
             _ => "JSON schema",
         };
         ApiError::invalid(format!("the {what} cannot be compiled: {e}"), param).with_code(code)
     })?;
-    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None }))
+    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None, tag }))
 }
 
-/// How a reply with tools is decoded: up to 4 calls with `parallel`, else 1; the reply as
-/// one grammar (the calls' names from the closed set, each call's arguments under its
-/// tool's schema, or plain text under `auto`).
-pub fn call_options(request: &ToolRequest) -> CallOptions {
-    CallOptions { choice: request.choice.clone(), parallel: request.parallel, ..CallOptions::default() }
-}
-
-/// The tool caller for `request` and, unless the choice is `none` or there are no tools,
+/// The tool caller for `spec` and, unless the choice is `none` or there are no tools,
 /// the grammar of the whole reply.
 ///
 /// # Errors
 ///
 /// A 400 for a tool list that is not OpenAI's shape or whose parameter schemas do not
 /// compile (param `tools`), or a `tool_choice` naming no tool of the list.
-pub fn compile_tools(request: &ToolRequest, model: &stencil_runtime::Model) -> Result<Constraint, ApiError> {
-    let set = ToolSet::from_openai_value(&request.tools)
+pub fn compile_tools(spec: &ToolSpec, model: &stencil_runtime::Model) -> Result<Constraint, ApiError> {
+    let set = ToolSet::from_openai_value(&spec.tools)
         .map_err(|e| ApiError::invalid(format!("invalid tools: {e}"), Some("tools")).with_code("invalid_tools"))?;
     let caller = Arc::new(ToolCaller::new(model, set));
-    let grammar = if caller.tools().is_empty() || request.choice == ToolChoice::None {
+    let grammar = if caller.tools().is_empty() || spec.choice == ToolChoice::None {
         None
     } else {
-        let grammar = caller.reply_grammar(&call_options(request)).map_err(|e| match e {
+        let grammar = caller.reply_grammar(&spec.call_options()).map_err(|e| match e {
             ToolError::UnknownTool(_) | ToolError::NoTools(_) => ApiError::invalid(e.to_string(), Some("tool_choice")),
             other => ApiError::invalid(other.to_string(), Some("tools")),
         })?;
@@ -183,7 +227,7 @@ pub fn compile_tools(request: &ToolRequest, model: &stencil_runtime::Model) -> R
                 .with_code("invalid_tools")
         })?)
     };
-    Ok(Constraint { grammar, label: "tools", schema: None, tools: Some(caller) })
+    Ok(Constraint { grammar, label: "tools", schema: None, tools: Some(caller), tag: None })
 }
 
 /// Compiled constraints by content: a repeated schema, grammar or regex is compiled once.
@@ -234,18 +278,17 @@ impl GrammarCache {
         self.get_or_build(key, || Ok(compile(spec, vocab)?.expect("a constraint"))).map(Some)
     }
 
-    /// The compiled tools of `request` (see [`compile_tools`]), from the cache or compiled now.
+    /// The compiled tools of `spec` (see [`compile_tools`]), from the cache or compiled now.
     ///
     /// # Errors
     ///
     /// As [`compile_tools`].
     pub fn get_or_compile_tools(
         &self,
-        request: &ToolRequest,
+        spec: &ToolSpec,
         model: &stencil_runtime::Model,
     ) -> Result<Arc<Constraint>, ApiError> {
-        let key = format!("tools\0{:?}\0{}\0{}", request.choice, request.parallel, request.tools);
-        self.get_or_build(key, || compile_tools(request, model))
+        self.get_or_build(spec.key(), || compile_tools(spec, model))
     }
 
     /// The entry under `key`, or `build`'s result, kept (errors are not kept).

@@ -17,9 +17,12 @@
 //!   command's flags).
 //! - [`router`] is the HTTP side alone, over an [`AppState`] (tests drive it without a
 //!   model: it answers 503 until one is loaded).
-//! - [`api`] holds the wire types, [`request`] turns a request into the engine's terms,
-//!   [`constraint`] compiles and caches `response_format` / `grammar` / `regex`,
-//!   [`engine`] is the decode loop's thread, [`metrics`] what `/metrics` reports.
+//! - A completion request goes one way: the routes (HTTP only) → [`request`] (parse,
+//!   check, then build the engine's request and its constraint) → [`engine`] (the decode
+//!   loop's thread); its events come back through the routes to the private `response`
+//!   module (JSON or server-sent events). [`api`] holds the wire types, [`constraint`]
+//!   compiles and caches `response_format` / `grammar` / `regex` and the grammar of a
+//!   reply with tools, [`metrics`] is what `/metrics` reports.
 //!
 //! ## Routes
 //!
@@ -73,6 +76,7 @@ pub mod engine;
 mod error;
 pub mod metrics;
 pub mod request;
+mod response;
 mod routes;
 
 use std::future::IntoFuture;
@@ -231,6 +235,17 @@ impl AppState {
     /// The request limits.
     pub fn limits(&self) -> request::Limits {
         request::Limits { max_n: self.config.parallel, max_tokens: self.config.max_tokens_limit }
+    }
+
+    /// What building a request needs of the settings ([`request::build`]).
+    pub fn serving(&self) -> request::Serving {
+        request::Serving {
+            ctx_size: self.config.ctx_size as usize,
+            parallel: self.config.parallel,
+            max_tokens_limit: self.config.max_tokens_limit,
+            speculation: self.config.speculation.clone(),
+            has_draft: self.config.draft_model.is_some(),
+        }
     }
 
     /// True once shutdown started.

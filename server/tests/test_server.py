@@ -19,7 +19,7 @@ import jsonschema
 import openai
 import pytest
 
-from helpers import http, metric
+from helpers import http, metric, own_server
 
 PERSON = {
     "type": "object",
@@ -317,12 +317,24 @@ LANDMARK_PROMPT = ("The Eiffel Tower stands in Paris. It was completed in 1889 a
                    "company. Give its name, city, year and designer as JSON.")
 
 
-def test_prompt_lookup_keeps_the_greedy_output(client, url):
+@pytest.fixture(scope="module")
+def whole_drafts():
+    """A server whose prompt-lookup drafts are verified whole (`--draft-cut off`): what is
+    drafted then depends on the text alone, not on the pass times the cut policy measures
+    (on a busy machine, it may rightly decide that no draft pays)."""
+    flags = ("--parallel", "2", "--ctx-size", "4096", "--speculate", "prompt-lookup", "--draft-cut", "off")
+    with own_server(*flags) as url:
+        yield url
+
+
+def test_prompt_lookup_keeps_the_greedy_output(client, whole_drafts):
+    url = whole_drafts
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", timeout=60, max_retries=0)
     args = dict(model="m", messages=user(LANDMARK_PROMPT), temperature=0, max_tokens=80,
                 response_format=schema_format(LANDMARK))
     # Twice without: the second from the cached prompt, as the speculative ones.
-    client.chat.completions.create(**args)
-    plain = client.chat.completions.create(**args)
+    client.chat.completions.create(**args, extra_body={"speculation": "none"})
+    plain = client.chat.completions.create(**args, extra_body={"speculation": "none"})
     assert plain.usage.completion_tokens_details is None
     drafted = metric(url, "stencil_draft_tokens_total")
     accepted = metric(url, "stencil_draft_tokens_accepted_total")

@@ -22,9 +22,10 @@ fn main() {
         let vocab = std::sync::Arc::new(stencil_mask::Vocabulary::new(tokens, vec![0]).unwrap());
         let compiled = stencil_mask::CompiledGrammar::new(&tag.grammar, vocab.clone()).expect("compiles");
         let mut w = stencil_mask::walk::Walker::new(vocab);
+        let options = stencil_mask::walk::WalkOptions { max_tokens: 300, style: stencil_mask::walk::Style::Explore };
         for seed in 0..walks.parse::<u64>().expect("a count") {
             let t = std::time::Instant::now();
-            let r = w.walk(&compiled, 300, &mut stencil_mask::walk::Rng::new(seed * 7919 + 1));
+            let r = w.walk(&compiled, &mut stencil_grammar::random::Xoshiro256::new(seed * 7919 + 1), &options);
             eprintln!("{seed}: {:?} {r:?}", t.elapsed());
         }
     }

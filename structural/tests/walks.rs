@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use stencil_mask::walk::{Rng, Walk, Walker};
+use stencil_grammar::random::Xoshiro256;
+use stencil_mask::walk::{Style, WalkOptions, Walker};
 use stencil_mask::{CompiledGrammar, TokenKind, Vocabulary};
 use stencil_structural::{compile_json, CompileOptions, CompiledTag, LeafKind, Segment, SegmentKind};
 
@@ -175,11 +176,12 @@ fn check_json(tag: &CompiledTag, def: &Value, segments: &[Segment], text: &[u8],
 fn random_walks_read_back_to_their_text() {
     let vocab = vocab();
     let options = CompileOptions { vocab: Some(vocab.clone()), ..Default::default() };
-    let mut walker = Walker::new(vocab.clone());
     // The closers as text tokens (the search rarely spells them out in free text).
-    walker.extra =
+    let mut closers: Vec<u32> =
         (0..vocab.len() as u32).filter(|&t| vocab.is_text(t) && vocab.token_bytes(t).starts_with(b"</")).collect();
-    walker.extra.extend(vocab.find_token(b"}</tool_call>"));
+    closers.extend(vocab.find_token(b"}</tool_call>"));
+    let mut walker = Walker::new(vocab.clone()).with_extra(closers);
+    let walk_options = WalkOptions { max_tokens: 300, style: Style::Explore };
     let only = std::env::var("CASE").ok();
     for (name, format) in cases() {
         if only.as_deref().is_some_and(|o| o != name) {
@@ -192,9 +194,9 @@ fn random_walks_read_back_to_their_text() {
         let mut complete = 0;
         let mut tags_seen = 0;
         for seed in 0..16u64 {
-            let text = match walker.walk(&compiled, 300, &mut Rng::new(seed * 7919 + 1)) {
-                Ok(Walk::Complete(text)) => text,
-                Ok(Walk::Incomplete) => continue,
+            let text = match walker.walk(&compiled, &mut Xoshiro256::new(seed * 7919 + 1), &walk_options) {
+                Ok(w) if w.complete => w.text(&vocab),
+                Ok(_) => continue,
                 Err(e) => panic!("{name}: walk {seed}: {e:?}"),
             };
             complete += 1;

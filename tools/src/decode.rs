@@ -51,6 +51,12 @@
 //! is retried `retries` times by appending the reply and a user message with
 //! [`CallError::feedback`] to the conversation; after that it is
 //! [`ToolError::InvalidCall`].
+//! The reply is parsed back into `ToolCall`s and each is validated with `jsonschema`; an
+//! invalid reply is possible only unconstrained, cut short, or with keywords left to
+//! validation (a schema compiled leniently).
+//!
+//! `CallOptions::speculation` applies to every generation of a reply: arguments often
+//! copy the user's words, which prompt lookup drafts.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,9 @@
 //!   of unproductive rules.
 //! - [`compute_closures`]: per state, what the Earley parser adds along with it: the
 //!   states reached over nullable calls (same origin) and the states it predicts.
-//! - [`follow_bytes`]: per rule, the bytes that can come right after it ends (FOLLOW).
+//! - [`follow_bytes`]: per rule, the bytes that can come right after it ends (FOLLOW),
+//!   in any context: they bound what the mask cache must keep (after a number, `" the"`
+//!   cannot continue in any context, so it is dropped at cache time).
 //!
 //! Invariant: after [`trim`], every state that an edge or call reaches can reach its
 //! rule's final state, so a non-empty Earley item set means a viable prefix; the closures
@@ -15,6 +17,7 @@
 use super::rows::{Rows, StampSet};
 use super::split::Rules;
 use super::{Automaton, DEAD};
+use crate::bytes::ByteSet;
 use crate::error::CompileError;
 use crate::limits::{LimitKind, Limits};
 
@@ -254,35 +257,31 @@ pub(super) fn compute_closures(
 
 /// FOLLOW sets over bytes: for each rule, the bytes some caller can take right after the
 /// rule ends (through the caller's own end, transitively).
-pub(super) fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
+pub(super) fn follow_bytes(a: &Automaton) -> Vec<ByteSet> {
     let _span = tracing::debug_span!("follow", rules = a.rules.start.len()).entered();
     let n_rules = a.rules.start.len();
     // What an item in state t can take next, and whether it can end right there.
     let next_of = |t: u32| {
-        let mut set = [0u64; 4];
+        let mut set = ByteSet::EMPTY;
         let mut can_end = false;
         for x in std::iter::once(t)
             .chain(a.closures.same_origin[t as usize].iter().copied())
             .chain(a.closures.predicted[t as usize].iter().copied())
         {
-            for (o, f) in set.iter_mut().zip(&a.table.first_bytes[x as usize]) {
-                *o |= f;
-            }
+            set |= a.table.first_bytes[x as usize];
         }
         for x in std::iter::once(t).chain(a.closures.same_origin[t as usize].iter().copied()) {
             can_end |= a.table.is_final[x as usize];
         }
         (set, can_end)
     };
-    let mut follow = vec![[0u64; 4]; n_rules];
+    let mut follow = vec![ByteSet::EMPTY; n_rules];
     // (callee, caller rule) pairs whose FOLLOW flows from caller to callee.
     let mut inherits: Vec<(u32, u32)> = Vec::new();
     for s in 0..a.n_states() {
         for &(callee, t) in &a.edges.calls[s] {
             let (set, can_end) = next_of(t);
-            for (o, f) in follow[callee as usize].iter_mut().zip(&set) {
-                *o |= f;
-            }
+            follow[callee as usize] |= set;
             if can_end {
                 inherits.push((callee, a.table.state_rule[s]));
             }
@@ -299,14 +298,8 @@ pub(super) fn follow_bytes(a: &Automaton) -> Vec<[u64; 4]> {
         let from = follow[caller as usize];
         for &callee in &heirs[caller as usize] {
             let to = &mut follow[callee as usize];
-            let mut changed = false;
-            for w in 0..4 {
-                let add = from[w] & !to[w];
-                if add != 0 {
-                    to[w] |= add;
-                    changed = true;
-                }
-            }
+            let changed = !to.contains_all(from);
+            *to |= from;
             if changed && !std::mem::replace(&mut queued[callee as usize], true) {
                 work.push(callee);
             }

@@ -6,7 +6,9 @@
 //! another, so the copy a byte belongs to is never in doubt: a JSON string character,
 //! escapes and UTF-8 included). The subset construction and minimization find exactly
 //! that chain, one state at a time: 70 ms for `maxLength: 5000`. Here it is written
-//! out, row by row, from `X`'s rows.
+//! out, row by row, from `X`'s rows, for counts of 256 or more that were not split
+//! (`split.rs`); the tests check it against the subset construction plus minimization,
+//! state for state.
 
 use super::classes::{classes_of, mark_boundaries};
 use super::determinize::RuleDfa;

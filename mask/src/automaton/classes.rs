@@ -11,12 +11,10 @@
 
 use super::determinize::RuleDfa;
 use super::nfa::{Edge, Nfa};
-
-/// The lead bytes of UTF-8 sequences, `0xC2..=0xF4`, in the last word of a byte set.
-pub(crate) const UTF8_LEADS: u64 = ((1 << (0xF4 - 0xC0 + 1)) - 1) & !((1 << (0xC2 - 0xC0)) - 1);
+use crate::bytes::{ByteSet, LINE_SEPARATORS};
 
 /// The UTF-8 byte sequences of every non-ASCII plain-text character (all but U+2028 and
-/// U+2029, see [`crate::trie::plain_char`]): their byte ranges, each once, and each
+/// U+2029, see [`crate::bytes::plain_char`]): their byte ranges, each once, and each
 /// sequence as indexes of its ranges.
 pub(super) struct NonAsciiUtf8 {
     pub(super) ranges: Vec<(u8, u8)>,
@@ -28,7 +26,7 @@ pub(super) static NON_ASCII_UTF8: std::sync::LazyLock<NonAsciiUtf8> = std::sync:
     // Every non-ASCII character but the line separators.
     let mut plain =
         regex_syntax::hir::ClassUnicode::new([regex_syntax::hir::ClassUnicodeRange::new('\u{80}', char::MAX)]);
-    let separators = crate::trie::LINE_SEPARATORS.map(|c| regex_syntax::hir::ClassUnicodeRange::new(c, c));
+    let separators = LINE_SEPARATORS.map(|c| regex_syntax::hir::ClassUnicodeRange::new(c, c));
     plain.difference(&regex_syntax::hir::ClassUnicode::new(separators));
     let sequences = plain
         .ranges()
@@ -56,7 +54,7 @@ pub(crate) struct ClassMap {
     /// The class of each byte.
     pub of_byte: [u8; 256],
     /// The bytes of each class.
-    pub bytes: Vec<[u64; 4]>,
+    pub bytes: Vec<ByteSet>,
     /// The classes of the bytes of each range of [`NON_ASCII_UTF8`] (each class once):
     /// range `i`'s are `utf8_classes[utf8_starts[i]..utf8_starts[i + 1]]`. A class need
     /// not be a byte interval (see [`RuleDfa::merge_equal_classes`]).
@@ -66,9 +64,9 @@ pub(crate) struct ClassMap {
 
 impl ClassMap {
     pub(super) fn new(of_byte: [u8; 256], n_classes: usize) -> Self {
-        let mut bytes = vec![[0u64; 4]; n_classes];
+        let mut bytes = vec![ByteSet::EMPTY; n_classes];
         for b in 0..=255u8 {
-            bytes[of_byte[b as usize] as usize][b as usize >> 6] |= 1 << (b & 63);
+            bytes[of_byte[b as usize] as usize].insert(b);
         }
         // Classes numbered in byte order are intervals: a range's are consecutive.
         let intervals = (1..256).fold(true, |ok, b| ok & (of_byte[b].wrapping_sub(of_byte[b - 1]) <= 1));
@@ -77,11 +75,11 @@ impl ClassMap {
             if intervals {
                 utf8_classes.extend(of_byte[lo as usize]..=of_byte[hi as usize]);
             } else {
-                let mut seen = [0u64; 4];
+                let mut seen = ByteSet::EMPTY;
                 for b in lo..=hi {
                     let c = of_byte[b as usize];
-                    if seen[c as usize >> 6] & 1 << (c & 63) == 0 {
-                        seen[c as usize >> 6] |= 1 << (c & 63);
+                    if !seen.contains(c) {
+                        seen.insert(c);
                         utf8_classes.push(c);
                     }
                 }
@@ -204,11 +202,5 @@ mod tests {
         assert_eq!(moves(&dfa), before);
         assert!(dfa.n_classes < classes, "{} classes, {classes} before", dfa.n_classes);
         assert!(dfa.class.iter().all(|&c| (c as usize) < dfa.n_classes));
-    }
-
-    #[test]
-    fn utf8_leads_are_c2_to_f4() {
-        let leads: Vec<u8> = (0xC0..=0xFFu8).filter(|&b| super::UTF8_LEADS >> (b - 0xC0) & 1 == 1).collect();
-        assert_eq!(leads, (0xC2..=0xF4).collect::<Vec<u8>>());
     }
 }

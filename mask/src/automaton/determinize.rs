@@ -7,6 +7,11 @@
 //! The construction stops, without a result, past a number of states or a deadline
 //! ([`Unfinished`]); its buffers are kept from one rule to the next ([`SubsetScratch`]).
 //!
+//! Targets are memoized as transitions reach them, before their ε-closure (the costly
+//! part); every set is interned in one arena (`sets.rs`); a state whose class ranges do
+//! not overlap (a literal, a trie node, a character's UTF-8 sequences) fills its row range
+//! by range.
+//!
 //! Invariant: the DFA accepts exactly the NFA's language over bytes, calls and tokens;
 //! state 0 is the start; every transition is to a state of the same DFA or [`DEAD`].
 

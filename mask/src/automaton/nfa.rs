@@ -1,4 +1,18 @@
 //! Thompson construction: one rule body → an ε-NFA over bytes, rule calls and token edges.
+//!
+//! - Character classes become their UTF-8 byte sequences (made once per compile per
+//!   class); regex terminals are built from their `regex-syntax` syntax tree in the same
+//!   construction. Regexes are parsed once per compile (`Regexes`): the schema compiler
+//!   hands small regexes over as IR (`Expr::from_hir`) and big ones with their syntax tree
+//!   (`stencil_grammar::Regex::from_hir`), so they are not parsed again.
+//! - Inlined rules are expanded in place; a call of a rule fused into its tail callers
+//!   (`fuse.rs`) is an ε edge into the callee's body, built once per NFA.
+//! - In tail position (nothing follows in the rule), an expression or a sequence's suffix
+//!   is built once however often it occurs there, since both occurrences end where the
+//!   rule ends: a trie of names shares its subtrees and ends, and comes out of the subset
+//!   construction at its minimal size.
+//! - A repeated body is built once, as its minimal automaton, and stamped once per copy
+//!   (a JSON string character is about 250 Thompson states but 14 automaton states).
 
 use super::chain::{Counted, CHAIN_MIN_COUNT};
 use super::classes::byte_classes;

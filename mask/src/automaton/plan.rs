@@ -7,6 +7,12 @@
 //!   with the same body ([`representatives`]: one automaton for all copies); and the
 //!   rules fused into their tail callers (`fuse.rs`).
 //!
+//! Size decides inlining: a regex counts by its size, so long patterns stay shared rules,
+//! and `Rule::no_inline` keeps a small rule a rule (the schema compiler's keys). Rules
+//! share one automaton when their bodies are the same once their callees are replaced by
+//! their own representatives, compared callees first: a schema's subschema copied under
+//! other rule names is built once.
+//!
 //! Invariant: a rule gets an automaton of its own exactly when [`Plan::builds`] says so;
 //! every call of a rule that gets none is expanded (inlined), redirected (to its
 //! representative) or built into the automata of the rules that reach it by tail calls

@@ -15,6 +15,11 @@
 //! a nullable `Y` would make every split of the count a parse. Regex terminals with such
 //! a repetition are translated to the IR first. Counts above `max_repetition` are left
 //! alone, to fail as before. Long regex terminals are made shared rules too.
+//!
+//! Only repetitions big enough to matter are split (a JSON string from a `maxLength` of
+//! about 1,500 on), so that neither the NFA nor the DFA grows with `n`. The split hands
+//! back only the rules it rewrote or added; the passes read the grammar through a `Rules`
+//! view with those in place, so the grammar is never copied.
 
 use super::nfa::Regexes;
 use crate::limits::Limits;

@@ -5,9 +5,17 @@
 //!   reader needs them) and the [`TextFacts`](super::TextFacts):
 //!   - *runs*: the ASCII bytes that move a state where `a` does, and how many of them in
 //!     a row keep the item alive and alone ([`compute_runs`]; with non-ASCII characters
-//!     too: `utf8_run`);
+//!     too: `utf8_run`); unbounded for a string's loop, `maxLength - count` inside a
+//!     counted string;
 //!   - *reaches*: how many plain-text characters in a row, whichever they are, surely
 //!     keep the item alive and alone ([`plain_reach`]), and whether no longer text does.
+//!     Runs need every plain byte to go to one state; a reach does not: it is the
+//!     distance, backwards over plain characters, to a state where one may fail
+//!     (unbounded in an unanchored pattern's search, what is left of a `maxLength`
+//!     count). A reach is *exact* where nothing longer gets through (a count's end), and
+//!     *bounded* where the rule may end on the way;
+//!   - *text ends*: at the end of a piece of a long count split into rules (`split.rs`),
+//!     the `n` such that every plain text of `n` characters ends the rule.
 //! - The per-state questions built on them, as methods of [`Automaton`]: whether a state
 //!   loops over all plain text, its run, what plain text it takes after one byte, the one
 //!   rule it waits for...
@@ -16,10 +24,10 @@
 //! it covers keeps the item alive (and alone, as said); a shorter value only costs the
 //! cache a walk, never a wrong mask.
 
-use super::classes::{NON_ASCII_UTF8, UTF8_LEADS};
+use super::classes::NON_ASCII_UTF8;
 use super::rows::{group_into_rows, SmallSet};
-use super::{Automaton, DEAD};
-use crate::earley::NO_ORIGIN;
+use super::{Automaton, DEAD, NO_ORIGIN};
+use crate::bytes::{ByteSet, PLAIN_ASCII, PLAIN_FIRST_BYTES, UTF8_LEADS};
 
 /// The bytes each state moves on, its runs and its reaches (see the module doc).
 pub(super) fn facts(a: &mut Automaton) {
@@ -30,12 +38,12 @@ pub(super) fn facts(a: &mut Automaton) {
         .map(|s| {
             let (row, classes) = (a.row(s), a.classes(s));
             let class_a = classes.of_byte[b'a' as usize] as usize;
-            let (mut moves, mut like_a) = ([0u64; 4], 0u128);
+            let (mut moves, mut like_a) = (ByteSet::EMPTY, 0u128);
             for (&t, bytes) in row.iter().zip(&classes.bytes) {
                 if t != DEAD {
-                    moves.iter_mut().zip(bytes).for_each(|(m, b)| *m |= b);
+                    moves |= *bytes;
                     if t == row[class_a] {
-                        like_a |= bytes[0] as u128 | (bytes[1] as u128) << 64;
+                        like_a |= bytes.ascii();
                     }
                 }
             }
@@ -61,15 +69,14 @@ pub(super) fn facts(a: &mut Automaton) {
 
 impl Automaton {
     /// Whether `state` takes some byte a plain-text character may start with (see
-    /// [`crate::trie::TextTokens`]).
+    /// [`crate::vocab::trie::TextTokens`]).
     pub(crate) fn takes_plain_text(&self, state: u32) -> bool {
-        crate::trie::has_plain_first_byte(&self.table.first_bytes[state as usize])
+        self.table.first_bytes[state as usize].intersects(PLAIN_FIRST_BYTES)
     }
 
     /// The one state every plain-text character takes `state` to, if there is one (a
     /// count's next position).
     pub(crate) fn plain_text_successor(&self, state: u32) -> Option<u32> {
-        use crate::trie::PLAIN_ASCII;
         let to = self.next(state, b'a');
         let ascii = self.text.run_bytes[state as usize] & PLAIN_ASCII == PLAIN_ASCII;
         (to != DEAD && ascii && self.utf8_leads_to(state, to)).then_some(to)
@@ -87,8 +94,7 @@ impl Automaton {
     /// or (conservative) when there are many states.
     fn utf8_targets(&self, state: u32) -> Option<SmallSet> {
         // Most states (keys, numbers, literals) take no lead byte at all.
-        let moves = &self.table.first_bytes[state as usize];
-        if moves[3] & UTF8_LEADS != UTF8_LEADS {
+        if !self.table.first_bytes[state as usize].contains_all(UTF8_LEADS) {
             return None;
         }
         let mut targets = SmallSet::default();
@@ -119,7 +125,7 @@ impl Automaton {
         Some(targets)
     }
 
-    /// Whether every plain-text token (see [`crate::trie::TextTokens`]) of at most `len`
+    /// Whether every plain-text token (see [`crate::vocab::trie::TextTokens`]) of at most `len`
     /// bytes keeps the item `(state, unknown caller)` alive and alone: the state's text
     /// reach is that long (a run over all plain text is such a reach, so runs need no
     /// check of their own here).
@@ -134,7 +140,7 @@ impl Automaton {
     /// but the names' first letters). `None` when none does.
     pub fn plain_text_after(&self, state: u32, len: u32) -> Option<(u128, bool)> {
         if self.reaches_over_plain_text(state, len) {
-            return Some((crate::trie::PLAIN_ASCII, true));
+            return Some((PLAIN_ASCII, true));
         }
         let rest = len.saturating_sub(1);
         let reaches_from = |t: u32| {
@@ -145,7 +151,7 @@ impl Automaton {
                 }
         };
         let mut ascii = 0u128;
-        for b in (0..0x80u8).filter(|&b| crate::trie::PLAIN_ASCII >> b & 1 == 1) {
+        for b in (0..0x80u8).filter(|&b| PLAIN_ASCII >> b & 1 == 1) {
             if reaches_from(self.next(state, b)) {
                 ascii |= 1 << b;
             }
@@ -206,22 +212,22 @@ impl Automaton {
 
     /// The bytes an item in `state` can take next, itself or through
     /// [`Automaton::steps_with_callee`].
-    pub fn item_bytes(&self, state: u32) -> [u64; 4] {
+    pub fn item_bytes(&self, state: u32) -> ByteSet {
         let mut bytes = self.table.first_bytes[state as usize];
         if let Some(callee) = self.steps_with_callee(state) {
-            bytes.iter_mut().zip(&self.table.first_bytes[callee as usize]).for_each(|(b, c)| *b |= c);
+            bytes |= self.table.first_bytes[callee as usize];
         }
         bytes
     }
 
     /// Whether `state` is a loop over all plain text (a JSON string's interior): every
-    /// plain character (see [`crate::trie::TextTokens`]) takes the item `(state, any
+    /// plain character (see [`crate::vocab::trie::TextTokens`]) takes the item `(state, any
     /// caller)` back to `state`, alone and unfinished, each byte of a non-ASCII one
     /// through states that predict and complete nothing.
     pub fn loops_over_plain_text(&self, state: u32) -> bool {
         let s = state as usize;
         self.next(state, b'a') == state
-            && self.text.run_bytes[s] & crate::trie::PLAIN_ASCII == crate::trie::PLAIN_ASCII
+            && self.text.run_bytes[s] & PLAIN_ASCII == PLAIN_ASCII
             && self.text.run_len_simple[s] == u32::MAX
             && self.text.utf8_run[s] == u32::MAX
     }
@@ -258,7 +264,7 @@ fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: i
     len
 }
 
-/// Per state, how many plain-text characters (see [`crate::trie::TextTokens`]) in a row
+/// Per state, how many plain-text characters (see [`crate::vocab::trie::TextTokens`]) in a row
 /// surely keep the item `(state, unknown caller)` alive and alone, whichever characters
 /// they are (`u32::MAX`: any number): plain ASCII ones only, and non-ASCII ones too.
 /// Unlike runs, the characters may lead to different states: an unanchored pattern's
@@ -270,7 +276,6 @@ fn compute_runs(a: &Automaton, succ: &[u32], from: impl Fn(usize) -> bool, ok: i
 /// *end* when every plain text as long as it ends the rule, which ends nowhere before and
 /// takes no more plain text (a count's end where a long count was split into rules).
 fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
-    use crate::trie::PLAIN_ASCII;
     let n = a.n_states();
     // Per class map, the classes of plain ASCII bytes.
     let plain_classes: Vec<Vec<usize>> = a
@@ -284,15 +289,13 @@ fn plain_reach(a: &Automaton, utf8_to: &[Option<SmallSet>]) -> Reaches {
             classes
         })
         .collect();
-    let plain_bytes = [PLAIN_ASCII as u64, (PLAIN_ASCII >> 64) as u64];
     let ok = |t: u32| t != DEAD && a.edges.calls[t as usize].is_empty();
     // Where a plain ASCII (non-ASCII) character may fail, and where they lead: edges
     // `(to, from)`.
     let (mut ascii_fails, mut non_ascii_fails) = (vec![true; n], vec![true; n]);
     let (mut edges, mut non_ascii_edges) = (Vec::<(u32, u32)>::new(), Vec::<(u32, u32)>::new());
     for s in 0..n {
-        let moves = &a.table.first_bytes[s];
-        if moves[..2].iter().zip(&plain_bytes).any(|(m, p)| p & !m != 0) {
+        if a.table.first_bytes[s].ascii() & PLAIN_ASCII != PLAIN_ASCII {
             continue;
         }
         non_ascii_fails[s] = false;

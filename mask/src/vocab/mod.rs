@@ -15,6 +15,7 @@ use thiserror::Error;
 pub mod gguf;
 pub mod hf;
 pub mod tokenizer;
+pub(crate) mod trie;
 
 pub use gguf::GgufError;
 pub use hf::HfError;
@@ -70,8 +71,9 @@ pub struct Vocabulary {
     kinds: Vec<TokenKind>,
     eos: Vec<u32>,
     mask_width: usize,
-    /// Index of the text tokens, built on first use and shared by every grammar.
-    text: std::sync::OnceLock<std::sync::Arc<crate::trie::TextTokens>>,
+    /// Index of the text tokens, built on first use and shared by every grammar: the
+    /// vocabulary owns it ([`trie`]).
+    text: std::sync::OnceLock<std::sync::Arc<trie::TextTokens>>,
 }
 
 /// Equal when every token's bytes and kind, the EOS ids and the mask width are.
@@ -96,14 +98,14 @@ impl Vocabulary {
     }
 
     /// The index of text tokens (built once, on first use).
-    pub(crate) fn text_tokens(&self) -> std::sync::Arc<crate::trie::TextTokens> {
+    pub(crate) fn text_tokens(&self) -> std::sync::Arc<trie::TextTokens> {
         self.text
             .get_or_init(|| {
                 let text: Vec<(&[u8], u32)> = (0..self.len() as u32)
                     .filter(|&id| self.is_text(id))
                     .map(|id| (self.token_bytes(id), id))
                     .collect();
-                std::sync::Arc::new(crate::trie::TextTokens::new(&text, self.mask_width))
+                std::sync::Arc::new(trie::TextTokens::new(&text, self.mask_width))
             })
             .clone()
     }

@@ -44,6 +44,8 @@ def sglang_params(spec: Spec) -> dict[str, Any]:
         return {"ebnf": spec.spec}
     if spec.kind == "choice":
         return {"regex": alternatives_regex(json.loads(spec.spec))}
+    if spec.kind == "structural_tag":
+        return {"structural_tag": spec.spec}
     raise ValueError(spec.kind)
 
 

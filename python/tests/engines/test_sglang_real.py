@@ -77,8 +77,8 @@ def test_invalid_grammar_aborts_only_its_request(driver, sglang_ref_compiler):
     lives[0].spec.check(driver.text(lives[0]))
 
 
-def test_structural_tag_is_refused(driver):
-    tag = json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f"]})
+def test_an_unsupported_structural_tag_aborts_its_request_with_stencils_error(driver):
+    tag = json.dumps({"type": "structural_tag", "format": {"type": "any_tokens"}})
     req = driver.make_req("tag", regex_spec("x"))
     req.sampling_params.regex = None
     req.sampling_params.structural_tag = tag
@@ -87,7 +87,7 @@ def test_structural_tag_is_refused(driver):
         if req in driver.manager.get_ready_grammar_requests():
             break
     reason = req.to_finish or req.finished_reason
-    assert "structural_tag" in str(getattr(reason, "message", reason))
+    assert "any_tokens" in str(getattr(reason, "message", reason))
 
 
 @pytest.mark.parametrize("seed", [3, 4])

@@ -291,15 +291,18 @@ def test_every_abstract_method_is_implemented_with_the_base_parameters(ours, bas
     assert sv.StructuredOutputOptions is bt.StructuredOutputOptions
 
 
-def test_structural_tag_is_refused_in_the_front_end(spec_config):
+def test_structural_tags_pass_the_front_end_and_bad_ones_fail_with_stencils_error(spec_config):
     from vllm import SamplingParams
     from vllm.exceptions import VLLMValidationError
     from vllm.sampling_params import StructuredOutputsParams
     from vllm.v1.engine.input_processor import InputProcessor
 
-    tag = json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f"]})
-    sp_ = SamplingParams(max_tokens=5, structured_outputs=StructuredOutputsParams(structural_tag=tag))
-    with pytest.raises(VLLMValidationError, match="structural_tag"):
+    legacy = json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f"]})
+    sp_ = SamplingParams(max_tokens=5, structured_outputs=StructuredOutputsParams(structural_tag=legacy))
+    InputProcessor(spec_config).process_inputs("t", {"prompt_token_ids": [1, 2]}, sp_, ("generate",))
+    bad = json.dumps({"type": "structural_tag", "format": {"type": "any_tokens"}})
+    sp_ = SamplingParams(max_tokens=5, structured_outputs=StructuredOutputsParams(structural_tag=bad))
+    with pytest.raises(VLLMValidationError, match="any_tokens"):
         InputProcessor(spec_config).process_inputs("t", {"prompt_token_ids": [1, 2]}, sp_, ("generate",))
 
 

@@ -55,8 +55,18 @@
 //! Finished sequences' cells are cleared only when a sequence is added: reused cells change
 //! llama.cpp's summation order, and quantized models then move logits by up to 0.07 nats,
 //! while without reuse N samples equal N separate generations bit for bit
-//! (`runtime/tests/batch.rs`; on the native build, AMX/VNNI kernels and flash attention,
-//! which evaluates each row apart).
+//! (`runtime/tests/batch.rs`; 26 of 26 on both models in `BENCHMARKS.md`'s scaling
+//! section, on the native build: AMX/VNNI kernels, `.cargo/config.toml`, and flash
+//! attention, which evaluates each row apart). A portable AVX2 build repacks Q4_K weights
+//! and multiplies 4 or more rows with a GEMM kernel that rounds otherwise than its 1–3-row
+//! GEMV: there, steps of 4 or more rows move Gemma's logits slightly.
+//!
+//! N samples of one prompt evaluate it once into one KV sequence and copy it to the others
+//! (cells shared: the context's KV cache is unified); sample `i` is seeded `seed + i`. A
+//! sequence added mid-flight has its prefill as its own pass, reusing the cached prefix.
+//! A cancelled sequence finishes with its text so far at the next step, without another
+//! forward pass; each sequence can report the alternatives of every token
+//! (`top_logprobs`).
 //!
 //! The model is anything that implements [`Forward`] (llama.cpp's context, or a test
 //! double: `runtime/tests/exact.rs` checks the loop's output distribution against the exact

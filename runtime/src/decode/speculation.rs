@@ -1,7 +1,7 @@
 //! Speculation in the loop (see [`crate::speculate`]): drafts made before the forward pass
 //! (prompt lookup, a draft model) and appended to the pending rows, their checkpoints'
 //! masks computed during the pass, then verified position by position from the target's
-//! logits.
+//! logits. The KV cells of rejected draft tokens are removed from the cache.
 
 use std::time::{Duration, Instant};
 

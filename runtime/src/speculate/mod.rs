@@ -25,16 +25,21 @@
 //! costs a whole attention pass, and only likely drafts pay; without it attention is
 //! matrix products over all rows, verifying is much cheaper (SmolLM2 on copy-heavy
 //! extractions: 1.27× → 1.75× over plain decoding, BENCHMARKS.md), but a row verified in a
-//! batch no longer rounds like a one-token step, and greedy output may part from the output
-//! without speculation at a near-tie (`runtime/tests/batch.rs` bounds the parting margins
-//! by rounding noise measured on other tasks).
+//! batch no longer rounds like a one-token step, the models' int8-quantized activations
+//! magnify that to margins that move by up to about 0.6 nats, and greedy output may part
+//! from the output without speculation at a near-tie (`runtime/tests/batch.rs` bounds the
+//! parting margins, 0.05–0.07 nats, by rounding noise measured on other tasks; turning
+//! flash attention off moves margins as much and parts the output sooner).
 //!
 //! **Draft length**: at most `max_draft` tokens. A prompt-lookup draft is then cut where
 //! its expected gain is largest ([`policy`]: the acceptance of earlier drafts found the same
 //! way, against the measured cost of a forward pass's rows; a draft may be dropped whole).
 //! A draft model's drafts adapt to acceptance: after a step whose draft was wholly rejected
 //! the next draft is at most half as long (never below 1), after a fully accepted one it
-//! may grow back by one, up to `max_draft`.
+//! may grow back by one, up to `max_draft`. `PromptLookup::cut = false` verifies every
+//! draft whole: what is drafted then depends on the text alone, not on timings (tests; a
+//! GPU, where extra rows are nearly free). Drafts are made at the start of a step, for
+//! every live sequence, and go into the same forward pass as the step's own tokens.
 
 mod draft;
 mod lookup;

@@ -3,6 +3,12 @@
 //! shape allows, then escaped as JSON text), or "any string but these" for excluded
 //! values; shared rules for any string and for its exclusions.
 //!
+//! Strings and formats are regexes over the JSON-escaped text (`ecma.rs` translates the
+//! patterns, `formats.rs` the formats, `escape.rs` escapes). A string with a length bound
+//! of 64 or more is a rule of its own, quotes included: properties with the same bounds
+//! share one automaton, and long ones take the engine's chain (`chain.rs` in
+//! `stencil-mask`).
+//!
 //! Invariant: the grammar's strings are JSON strings in serde_json's canonical escapes
 //! whose decoded text is in the node's language, up to the keywords reported unenforced.
 

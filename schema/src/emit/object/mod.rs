@@ -4,6 +4,10 @@
 //! `required` need). [`any_order`] writes the [`crate::PropertyOrder::Any`] form instead;
 //! [`extra`] the grammar of one extra member.
 //!
+//! A declared property's quoted name is one rule shared by every object that declares it
+//! (kept a rule, `Rule::no_inline`): an object's automaton keeps only its punctuation and
+//! calls, and the engine fuses the chain into one automaton (`fuse.rs` in `stencil-mask`).
+//!
 //! Invariant: a declared name appears at most once (except for the untracked names of a
 //! widened [`crate::PropertyOrder::Any`] object, in lenient mode), and extra keys never
 //! spell a declared name.

@@ -1,5 +1,10 @@
-//! A byte trie of tokens, flattened in depth-first preorder so that a whole subtree is a
-//! contiguous range of nodes: a walk that rejects a byte skips the subtree in O(1).
+//! The vocabulary's token index: a byte trie of tokens, flattened in depth-first preorder
+//! so that a whole subtree is a contiguous range of nodes (a walk that rejects a byte
+//! skips the subtree in O(1)), and the text tokens split for the mask's fast paths
+//! ([`TextTokens`], built once per [`Vocabulary`]).
+
+use super::Vocabulary;
+use crate::bytes::{plain_char, ByteSet, LINE_SEPARATORS};
 
 /// One trie node: the byte on the edge into it, its depth, where its subtree ends, and the
 /// tokens whose bytes end here.
@@ -231,25 +236,6 @@ fn char_starts(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
     bytes.iter().enumerate().filter(|(_, &b)| b & 0xC0 != 0x80).map(|(i, _)| i)
 }
 
-/// Whether the byte set `set` has a byte that a plain-text character may start with.
-pub(crate) fn has_plain_first_byte(set: &[u64; 4]) -> bool {
-    use crate::automaton::UTF8_LEADS;
-    set[0] & PLAIN_ASCII as u64 != 0 || set[1] & (PLAIN_ASCII >> 64) as u64 != 0 || set[3] & UTF8_LEADS != 0
-}
-
-/// The ASCII bytes of plain text, as a set.
-pub(crate) const PLAIN_ASCII: u128 = {
-    let mut set = 0u128;
-    let mut b = b' ';
-    while b <= b'~' {
-        if b != b'"' && b != b'\\' {
-            set |= 1 << b;
-        }
-        b += 1;
-    }
-    set
-};
-
 impl TextTokens {
     /// Indexes `(bytes, id)` of the text tokens; `mask_width` is the masks' width.
     pub fn new(tokens: &[(&[u8], u32)], mask_width: usize) -> Self {
@@ -317,7 +303,7 @@ impl TextTokens {
     /// character on (what goes on in a caller after a count's end), as a trie; only those
     /// of more than `PLAIN_UPTO - 1` characters (`long_plain`'s) when `long`. Made once per
     /// vocabulary and `n`, on first use.
-    pub fn plain_after(&self, n: usize, long: bool, vocab: &crate::vocab::Vocabulary) -> &TokenTrie {
+    pub fn plain_after(&self, n: usize, long: bool, vocab: &Vocabulary) -> &TokenTrie {
         let (cache, fewer) = if long { (&self.long_plain_after, PLAIN_UPTO - 1) } else { (&self.plain_after, n) };
         cache[n].get_or_init(|| {
             let longer =
@@ -340,17 +326,17 @@ impl TextTokens {
     /// in few tokens) and from the tokens longer than the run (few, for a long one).
     pub fn run_split(
         &self,
-        vocab: &crate::vocab::Vocabulary,
+        vocab: &Vocabulary,
         run: u128,
         len: u32,
-        next: &[u64; 4],
+        next: &ByteSet,
         takes: impl Fn(usize, u8) -> bool,
     ) -> Option<RunSplit> {
         let in_run = |b: u8| b < 0x80 && run >> b & 1 == 1;
         let n_longer = self.by_len.partition_point(|&id| vocab.token_bytes(id).len() > len as usize);
         let longer = || self.by_len[..n_longer].iter().copied();
-        let mut masks: Vec<usize> = (0..NON_ASCII).filter(|&b| crate::cache::has_byte(next, b as u8)).collect();
-        if next[2] | next[3] != 0 {
+        let mut masks: Vec<usize> = (0..NON_ASCII).filter(|&b| next.contains(b as u8)).collect();
+        if next.has_non_ascii() {
             masks.push(NON_ASCII);
         }
         // Counted first: too many, and nothing is looked at.
@@ -436,21 +422,6 @@ fn is_plain_text(bytes: &[u8]) -> bool {
     };
     valid.chars().all(plain_char)
 }
-
-/// Whether `c` is a plain-text character: printable ASCII but `"` and `\`, or any
-/// non-ASCII character but the line separators U+2028 and U+2029. Those two are what
-/// ECMA-262's `.` leaves out beyond control characters, so a pattern's `.*` (`^.{1,255}$`
-/// as an object key, `^.+@.+$`) loops over all plain text like a JSON string's interior,
-/// and takes its fast paths; tokens with them (a handful) are walked.
-pub(crate) fn plain_char(c: char) -> bool {
-    match c {
-        '\0'..='\x7f' => PLAIN_ASCII >> c as u32 & 1 == 1,
-        _ => !LINE_SEPARATORS.contains(&c),
-    }
-}
-
-/// The non-ASCII characters that are not plain text (see [`plain_char`]), in order.
-pub(crate) const LINE_SEPARATORS: [char; 2] = ['\u{2028}', '\u{2029}'];
 
 /// The children of node `m` (each child's subtree ends where the next child starts).
 fn children(nodes: &[Node], m: usize) -> impl Iterator<Item = usize> + '_ {
@@ -568,9 +539,8 @@ mod tests {
         let text = TextTokens::new(&tokens, 10);
         let plain: Vec<u32> = (0..9).filter(|&t| crate::bitmask::get(&text.plain, t)).collect();
         assert_eq!(plain, [0, 3, 4, 8]);
-        // ECMA-262's `.` excludes U+2028 and U+2029: not plain text, cut where they start.
-        assert!(plain_char('\u{2027}') && plain_char('é') && plain_char(' '));
-        assert!(!plain_char('\u{2028}') && !plain_char('\u{2029}') && !plain_char('"') && !plain_char('\n'));
+        // ECMA-262's `.` excludes U+2028 and U+2029: not plain text, cut where they start
+        // (see `bytes::plain_char`).
         assert!(!is_plain_text("ab\u{2029}".as_bytes()));
         assert_eq!(plain_prefix_len("ab\u{2028}c".as_bytes()), 2);
         assert_eq!(text.plain_max_len, 3);

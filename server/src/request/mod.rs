@@ -1,6 +1,15 @@
-//! From a parsed request to what the engine runs: the prompt, the sampling parameters, the
-//! constraint, and how to answer. Everything here is checked before any model work, and
-//! every refusal is a 400 naming the field.
+//! From a request body to what the engine runs: the prompt, the sampling parameters, the
+//! constraint, and how to answer.
+//!
+//! ```text
+//!  body ──parse_chat / parse_completion──▶ api types ──prepare_chat / prepare_completion──▶ Prepared
+//!  Prepared + model ──build──▶ GenerateRequest (prompt rendered, max_tokens set, grammar compiled)
+//! ```
+//!
+//! Parsing and preparing are checked before any model work, and every refusal is a 400
+//! naming the field; [`build`] then needs the model (to render and measure the prompt)
+//! and compiles the constraint through the [`GrammarCache`](crate::constraint::GrammarCache).
+//! The HTTP side ([`crate::router`]) only calls these and answers.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -12,8 +21,12 @@ use crate::api::{
     unknown_field, ChatCompletionRequest, CompletionRequest, MessageContent, PromptField, ResponseFormat,
     SamplingFields, CHAT_FIELDS, COMPLETION_FIELDS,
 };
-use crate::constraint::ConstraintSpec;
+use crate::constraint::{ConstraintSpec, ToolSpec};
 use crate::error::ApiError;
+
+mod build;
+
+pub use build::{build, Serving};
 
 /// Limits a request is checked against.
 #[derive(Clone, Debug)]
@@ -124,12 +137,9 @@ impl SpeculationChoice {
 /// A chat request with tools, or with tool calls and results in its conversation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolRequest {
-    /// The OpenAI tool list (possibly empty).
-    pub tools: Value,
-    /// `tool_choice`.
-    pub choice: ToolChoice,
-    /// `parallel_tool_calls` (OpenAI's default: true).
-    pub parallel: bool,
+    /// The tools, `tool_choice` and `parallel_tool_calls`: what the reply's grammar is
+    /// compiled from.
+    pub spec: ToolSpec,
     /// The conversation.
     pub conversation: Vec<Turn>,
 }
@@ -323,9 +333,7 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
     let plain: Vec<ChatMessage> =
         turns.iter().filter_map(|t| if let Turn::Message(m) = t { Some(m.clone()) } else { None }).collect();
     let tool_request = (has_tools || tool_turns).then(|| ToolRequest {
-        tools,
-        choice,
-        parallel: req.parallel_tool_calls.unwrap_or(true),
+        spec: ToolSpec { tools, choice, parallel: req.parallel_tool_calls.unwrap_or(true) },
         conversation: turns,
     });
     let logprobs = req.logprobs.unwrap_or(false);
@@ -339,7 +347,7 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
         prepare(Prompt::Chat(plain), &req.sampling, req.response_format.as_ref(), max_tokens, param, logprobs, limits)?;
     prepared.top_logprobs = top_logprobs;
     if let Some(t) = &tool_request {
-        if t.choice != ToolChoice::None && has_tools && prepared.constraint != ConstraintSpec::None {
+        if t.spec.choice != ToolChoice::None && has_tools && prepared.constraint != ConstraintSpec::None {
             return Err(ApiError::invalid(
                 format!("{} cannot be combined with tools (unless tool_choice is none)", prepared.constraint.param()),
                 Some(prepared.constraint.param()),
@@ -564,6 +572,16 @@ fn prepare(
             schema: json_schema.schema.clone().unwrap_or_else(|| Value::Object(Default::default())),
             strict: json_schema.strict.unwrap_or(false),
         }),
+        Some(ResponseFormat::StructuralTag { format, structures, triggers }) => {
+            let mut tag = serde_json::Map::new();
+            tag.insert("type".into(), "structural_tag".into());
+            for (key, value) in [("format", format), ("structures", structures), ("triggers", triggers)] {
+                if let Some(v) = value {
+                    tag.insert(key.into(), v.clone());
+                }
+            }
+            constraints.push(ConstraintSpec::StructuralTag(Value::Object(tag)));
+        }
     }
     if let Some(g) = &s.grammar {
         constraints.push(ConstraintSpec::Gbnf(g.clone()));
@@ -575,7 +593,7 @@ fn prepare(
         let names: Vec<&str> = constraints.iter().map(ConstraintSpec::param).collect();
         return Err(ApiError::invalid(
             format!(
-                "give at most one constraint: response_format (json_object or json_schema), grammar or regex; got {}",
+                "give at most one constraint: response_format (json_object, json_schema or structural_tag), grammar or regex; got {}",
                 names.join(", ")
             ),
             Some(names[1]),
@@ -758,7 +776,7 @@ mod tests {
         }))
         .unwrap();
         let t = p.tools.unwrap();
-        assert_eq!((t.choice, t.parallel), (ToolChoice::Named("get_weather".into()), false));
+        assert_eq!((t.spec.choice, t.spec.parallel), (ToolChoice::Named("get_weather".into()), false));
         assert_eq!(
             t.conversation,
             [
