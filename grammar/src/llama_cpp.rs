@@ -381,10 +381,7 @@ mod tests {
         ]));
         let fit = fit_repetitions(&g);
         assert_fits(&fit, MAX_COUNT);
-        assert_eq!(
-            crate::to_gbnf(&fit).unwrap(),
-            "root ::= root-r1{0,400} \"z\"\nroot-r1 ::= \"x\" \"y\"?\n"
-        );
+        assert_eq!(crate::to_gbnf(&fit).unwrap(), "root ::= root-r1{0,400} \"z\"\nroot-r1 ::= \"x\" \"y\"?\n");
         let (r1, r2) = (Recognizer::new(&g).unwrap(), Recognizer::new(&fit).unwrap());
         for s in ["z", "xz", "xyxz", "xyyz", "y", ""] {
             assert_eq!(r1.matches(s.as_bytes()), r2.matches(s.as_bytes()), "{s:?}");

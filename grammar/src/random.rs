@@ -638,7 +638,10 @@ mod tests {
     #[test]
     fn known_draws() {
         let mut x = Xoshiro256::new(7);
-        assert_eq!([x.next_u64(), x.next_u64(), x.next_u64()], [0xb358_faf7_4ef9_765a, 0x475c_3d96_4f48_2cd2, 0xd6f1_d349_952c_7996]);
+        assert_eq!(
+            [x.next_u64(), x.next_u64(), x.next_u64()],
+            [0xb358_faf7_4ef9_765a, 0x475c_3d96_4f48_2cd2, 0xd6f1_d349_952c_7996]
+        );
         let mut r = Xoshiro256::new(1);
         assert!((0..1000).all(|_| r.below(3) < 3 && r.unit() < 1.0));
         assert_eq!(r.below(0), 0);

@@ -257,12 +257,7 @@ fn reach_along_plain_text(a: &Automaton, state: u32, limit: usize, scratch: &mut
 /// [`MIN_BOUNDED_RUN`] left, when it has one: the text tokens
 /// split by it (see [`TextTokens::run_split`]), and the run's states as far as a token
 /// reaches.
-fn split_run(
-    a: &Automaton,
-    text: &TextTokens,
-    vocab: &Vocabulary,
-    state: u32,
-) -> Option<(RunSplit, Vec<u32>)> {
+fn split_run(a: &Automaton, text: &TextTokens, vocab: &Vocabulary, state: u32) -> Option<(RunSplit, Vec<u32>)> {
     let (run, len) = a.run(state)?;
     if run.count_ones() < MIN_RUN_BYTES || len < MIN_BOUNDED_RUN {
         return None;

@@ -229,7 +229,7 @@ impl Walker {
         let mut m = Matcher::new(grammar.clone());
         match options.style {
             Style::Explore => self.explore(&mut m, options.max_tokens, rng),
-            Style::TargetLength => self.to_target_length(&mut m, options.max_tokens, rng),
+            Style::TargetLength => self.walk_to_target_length(&mut m, options.max_tokens, rng),
         }
     }
 
@@ -285,7 +285,7 @@ impl Walker {
     }
 
     /// [`Style::TargetLength`].
-    fn to_target_length(
+    fn walk_to_target_length(
         &mut self,
         m: &mut Matcher,
         max_tokens: usize,
@@ -562,7 +562,11 @@ item ::= [0-9]+ | "[" item "]" | "ab" "c"?"#,
                     if w.complete {
                         complete += 1;
                         let text = w.text(&vocab);
-                        assert!(recognizer.matches(&text), "{style:?}: {:?} is not in {gbnf}", String::from_utf8_lossy(&text));
+                        assert!(
+                            recognizer.matches(&text),
+                            "{style:?}: {:?} is not in {gbnf}",
+                            String::from_utf8_lossy(&text)
+                        );
                     }
                 }
                 assert!(complete >= 36, "{style:?}: only {complete} of 40 walks of {gbnf} finished");

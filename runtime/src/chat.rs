@@ -129,8 +129,10 @@ impl ChatMessage {
 ///
 /// Besides minijinja's own, templates get Python's string methods, `raise_exception`,
 /// `strftime_now(format)` (the current UTC date and time: `%Y %m %d %e %H %M %S %y %b %B
-/// %a %A %j %%`) and a `tojson` written as Hugging Face's (Python's `json.dumps`: `", "`
-/// and `": "` between items, `indent=N`, non-ASCII and `<>&'` as they are).
+/// %a %A %j %%`), a `tojson` written as Hugging Face's (Python's `json.dumps`: `", "`
+/// and `": "` between items, `indent=N`, non-ASCII and `<>&'` as they are) and Jinja2's
+/// `iterable` test (`none` is not iterable: templates test `tools is iterable` where
+/// Hugging Face passes `tools=None`).
 ///
 /// ```
 /// use stencil_runtime::chat::{ChatMessage, ChatTemplate};
@@ -163,6 +165,8 @@ impl ChatTemplate {
             pyjson::strftime(&format, std::time::SystemTime::now())
         });
         env.add_filter("tojson", pyjson::tojson_filter);
+        // minijinja iterates `none` (as nothing); Python's `iter(None)` fails.
+        env.add_test("iterable", |v: minijinja::Value| !v.is_none() && !v.is_undefined() && v.try_iter().is_ok());
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| RuntimeError::ChatTemplate(format!("does not compile: {e}")))?;
         Ok(ChatTemplate {
@@ -240,12 +244,13 @@ impl ChatTemplate {
 
     /// Whether the template renders a call's arguments given as JSON text: true when a
     /// probe conversation (a user message, an assistant call whose arguments are the text
-    /// `{"probe_argument": "probe value"}`, its result) renders with that text as it is;
+    /// `{"probe_argument":"probe value"}`, its result) renders with that text as it is;
     /// false when it escapes it (`tojson` of a string), fails, or leaves it out. Probed
     /// once per template.
     pub fn string_arguments(&self) -> bool {
         *self.string_arguments.get_or_init(|| {
-            const ARGS: &str = r#"{"probe_argument": "probe value"}"#;
+            // As serde_json writes a call's arguments into the text.
+            const ARGS: &str = r#"{"probe_argument":"probe value"}"#;
             let args: serde_json::Value = serde_json::from_str(ARGS).expect("valid JSON");
             let id = "pr0be1d42";
             let probe = [
@@ -319,8 +324,20 @@ mod pyjson {
         }
     }
 
-    const MONTHS: [&str; 12] =
-        ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
     const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
     /// `time.strftime(format)` at `now` (UTC) for `%Y %m %d %e %H %M %S %y %b %B %a %A %j
@@ -398,9 +415,13 @@ mod pyjson {
         #[test]
         fn dates_are_python_strftime() {
             // 2024-07-26 13:05:09 UTC, a Friday, day 208.
-            let t = UNIX_EPOCH + Duration::from_secs(days_from_civil(2024, 7, 26) as u64 * 86_400 + 13 * 3600 + 5 * 60 + 9);
+            let t =
+                UNIX_EPOCH + Duration::from_secs(days_from_civil(2024, 7, 26) as u64 * 86_400 + 13 * 3600 + 5 * 60 + 9);
             assert_eq!(strftime("%d %b %Y", t), "26 Jul 2024");
-            assert_eq!(strftime("%Y-%m-%d %H:%M:%S %a %A %B %j %y %e %% %Q", t), "2024-07-26 13:05:09 Fri Friday July 208 24 26 % %Q");
+            assert_eq!(
+                strftime("%Y-%m-%d %H:%M:%S %a %A %B %j %y %e %% %Q", t),
+                "2024-07-26 13:05:09 Fri Friday July 208 24 26 % %Q"
+            );
             for days in [-1000_i64, 0, 59, 60, 365, 10_957, 19_000, 60_000] {
                 let (y, m, d) = civil(days);
                 assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
@@ -443,6 +464,17 @@ mod tests {
     }
 
     #[test]
+    fn none_is_not_iterable_as_in_jinja2() {
+        let source = "{% if tools is iterable and tools | length > 0 %}tools{% else %}none{% endif %} \
+                      {{ messages is iterable }} {{ 'ab' is iterable }} {{ 3 is iterable }} {{ nothing is iterable }}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        let text = t.render(&[ChatMessage::user("Hi")], true, None).unwrap();
+        assert_eq!(text, "none True True False False");
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+        assert!(t.render(&[], true, Some(&tools)).unwrap().starts_with("tools "));
+    }
+
+    #[test]
     fn raise_exception_is_an_error_not_a_panic() {
         let t = ChatTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
         let err = t.render(&[], true, None).unwrap_err().to_string();
@@ -478,20 +510,34 @@ mod tests {
             object.render(&messages, false, None).unwrap(),
             r#"<call>get_weather {"city": "Oslo", "days": [1, 2]} abcDEF123</call><result abcDEF123 get_weather>sunny"#
         );
-        assert_eq!(text.render(&messages, false, None).unwrap(), r#"<call>get_weather {"city":"Oslo","days":[1,2]}</call>"#);
+        assert_eq!(
+            text.render(&messages, false, None).unwrap(),
+            r#"<call>get_weather {"city":"Oslo","days":[1,2]}</call>"#
+        );
         // Fields that are not set are not there at all.
-        let keys = ChatTemplate::new("{% for m in messages %}{{ 'tool_calls' in m }} {{ m.name is defined }};{% endfor %}", "", "")
-            .unwrap();
-        assert_eq!(keys.render(&messages, false, None).unwrap(), "false false;true false;false true;");
+        let keys = ChatTemplate::new(
+            "{% for m in messages %}{{ 'tool_calls' in m }} {{ m.name is defined }};{% endfor %}",
+            "",
+            "",
+        )
+        .unwrap();
+        // (Booleans print as Jinja2 prints them.)
+        assert_eq!(keys.render(&messages, false, None).unwrap(), "False False;True False;False True;");
         // Reasoning is there as `reasoning_content` and as `thinking`.
-        let thinking = ChatTemplate::new("{{ messages[0].reasoning_content }}|{{ messages[0].thinking }}", "", "").unwrap();
+        let thinking =
+            ChatTemplate::new("{{ messages[0].reasoning_content }}|{{ messages[0].thinking }}", "", "").unwrap();
         let m = ChatMessage { reasoning_content: Some("hm".into()), ..ChatMessage::assistant("x") };
         assert_eq!(thinking.render(&[m], false, None).unwrap(), "hm|hm");
     }
 
     #[test]
     fn strftime_now_and_python_tojson_are_available() {
-        let t = ChatTemplate::new("{{ strftime_now('%Y') | length }} {{ messages[0] | tojson }} {{ {'a': [1]} | tojson(indent=2) }}", "", "").unwrap();
+        let t = ChatTemplate::new(
+            "{{ strftime_now('%Y') | length }} {{ messages[0] | tojson }} {{ {'a': [1]} | tojson(indent=2) }}",
+            "",
+            "",
+        )
+        .unwrap();
         let text = t.render(&[ChatMessage::user("<é>")], false, None).unwrap();
         assert_eq!(text, "4 {\"role\": \"user\", \"content\": \"<é>\"} {\n  \"a\": [\n    1\n  ]\n}");
     }

@@ -166,7 +166,6 @@ fn body_error(e: BytesRejection) -> ApiError {
     err
 }
 
-
 /// Runs a prepared request: prompt and constraint checked and compiled off the async
 /// threads, queued, then answered as JSON or as a stream.
 async fn complete(state: AppState, p: Prepared, endpoint: Endpoint) -> Response {

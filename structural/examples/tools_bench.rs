@@ -125,7 +125,8 @@ fn main() {
         let mut walker = stencil_mask::walk::Walker::new(vocab.clone());
         let mut times = Vec::new();
         for seed in 0..4 {
-            let options = stencil_mask::walk::WalkOptions { max_tokens: 200, style: stencil_mask::walk::Style::Explore };
+            let options =
+                stencil_mask::walk::WalkOptions { max_tokens: 200, style: stencil_mask::walk::Style::Explore };
             let walked = walker.walk(&engine, &mut stencil_grammar::random::Xoshiro256::new(seed), &options);
             if let Some(text) = walked.ok().filter(|w| w.complete).map(|w| w.text(&vocab)) {
                 let mut m = Matcher::new(engine.clone());

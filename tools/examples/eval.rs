@@ -87,7 +87,9 @@ fn parse_args() -> Result<Args, String> {
                 args.formats = if list == "none" {
                     Vec::new()
                 } else {
-                    list.split(',').map(|n| n.parse().map_err(|e| format!("--formats: {e}"))).collect::<Result<_, _>>()?
+                    list.split(',')
+                        .map(|n| n.parse().map_err(|e| format!("--formats: {e}")))
+                        .collect::<Result<_, _>>()?
                 };
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -152,8 +154,8 @@ fn tally(
                     tally.valid += 1;
                     let right = turn.calls[0].name == p.tool;
                     tally.correct += usize::from(right);
-                    let args = right
-                        && p.arguments.as_ref().is_some_and(|e| expected_arguments(e, &turn.calls[0].arguments));
+                    let args =
+                        right && p.arguments.as_ref().is_some_and(|e| expected_arguments(e, &turn.calls[0].arguments));
                     tally.arguments += usize::from(args);
                     let verdict = match (right, args) {
                         (true, true) => "correct, expected arguments",
@@ -230,7 +232,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 let options =
                     CallOptions { choice: choice.clone(), strategy, params: params.clone(), ..Default::default() };
                 let label = format!("{strategy} {choice}");
-                rows.push((strategy, choice.clone(), tally(&caller, &mut session, &prompts, &options, &label, args.verbose)?));
+                rows.push((
+                    strategy,
+                    choice.clone(),
+                    tally(&caller, &mut session, &prompts, &options, &label, args.verbose)?,
+                ));
             }
         }
         table.push_str(&format!(

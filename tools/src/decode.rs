@@ -623,7 +623,9 @@ impl ToolCaller {
                     self.single_grammar(session, &prompt, &allowed, opening, options, &mut records)?
                 }
                 (true, Strategy::Unconstrained) => self.unconstrained(session, &prompt, options, &mut records)?,
-                (false, Strategy::Unconstrained) => self.unconstrained_format(session, &prompt, options, &mut records)?,
+                (false, Strategy::Unconstrained) => {
+                    self.unconstrained_format(session, &prompt, options, &mut records)?
+                }
                 _ => self.structural(session, &prompt, options, &mut records)?,
             };
             let checked = attempt.result.and_then(|reply| self.check_reply(reply, &options.choice, max_calls));

@@ -202,7 +202,7 @@ fn call_from_json(n: usize, value: Value) -> Result<ToolCall, CallError> {
 /// assert_eq!("get_weather".parse::<ToolChoice>(), Ok(ToolChoice::Named("get_weather".into())));
 /// assert_eq!(ToolChoice::Required.to_string(), "required");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ToolChoice {
     /// The model chooses: plain text, or calls.
     #[default]

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use stencil_grammar::random::SplitMix64;
-use stencil_mask::walk::{Rng, Walk, Walker};
+use stencil_grammar::random::Xoshiro256;
+use stencil_mask::walk::{Style, WalkOptions, Walker};
 use stencil_mask::{CompiledGrammar, TokenKind, Vocabulary};
 use stencil_tools::format::{CallSpec, FormatError, ReasoningMode, ReplyParts, ToolEvent, ToolFormat};
 use stencil_tools::{ToolCall, ToolChoice, ToolSet};
@@ -117,6 +118,8 @@ fn every_format_reads_back_what_it_writes() {
             let mode = match (&reasoning, open) {
                 (None, _) => ReasoningMode::Optional,
                 (Some(_), true) => ReasoningMode::Open,
+                // Optional reasoning that is there reads as reasoning, not as text.
+                (Some(_), false) if rng.chance(1, 2) => ReasoningMode::Optional,
                 (Some(_), false) => ReasoningMode::Required,
             };
             let spec = CallSpec { parallel, reasoning: mode, ..CallSpec::new(&tools, ToolChoice::Auto) };
@@ -152,7 +155,7 @@ fn raw_strings_cannot_hold_the_closing_marker_of_qwen_xml() {
         "properties": {"title": {"type": "string", "maxLength": 20}, "count": {"type": "integer"}}}}}]"#,
     )
     .unwrap();
-    let text = ToolFormat::QwenXml.write(&t, &ReplyParts::default(), &[call.clone()]).unwrap();
+    let text = ToolFormat::QwenXml.write(&t, &ReplyParts::default(), std::slice::from_ref(&call)).unwrap();
     assert!(text.contains("<parameter=title>\n\"</parameter>\"\n</parameter>"), "{text}");
     let compiled = ToolFormat::QwenXml.compile(&CallSpec::new(&t, ToolChoice::Required)).unwrap();
     assert_eq!(compiled.read(text.as_bytes()).unwrap().tool_calls(), [call]);
@@ -183,18 +186,58 @@ fn names_a_format_cannot_carry_are_errors_at_request_time() {
         let tools = set("say \"hi\" \\ <now> [x]");
         let compiled = format.compile(&CallSpec::new(&tools, ToolChoice::Required)).unwrap();
         let call = ToolCall::new("say \"hi\" \\ <now> [x]", json!({}));
-        let text = format.write(&tools, &ReplyParts::default(), &[call.clone()]).unwrap();
+        let text = format.write(&tools, &ReplyParts::default(), std::slice::from_ref(&call)).unwrap();
         assert_eq!(compiled.read(text.as_bytes()).unwrap().tool_calls(), [call], "{format}");
     }
 }
 
+/// Every format's markers, Harmony's header words and the tools' names, as text tokens (as
+/// Qwen's vocabulary has `<tool_call>`): random walks that pick tokens reach the end of free
+/// text (`</think>`, `</parameter>`) and whole calls, which byte by byte they seldom spell
+/// out.
+const MARKERS: [&str; 31] = [
+    "<think>",
+    "</think>",
+    "[THINK]",
+    "[/THINK]",
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    "<|python_tag|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|channel|>",
+    "<|message|>",
+    "<|end|>",
+    "<|start|>",
+    "<|constrain|>",
+    "<|call|>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "assistant",
+    "analysis",
+    "commentary",
+    "final",
+    " to=functions.",
+    "fs/read_file",
+    "github.create_issue",
+];
+
 /// A vocabulary of every byte (printable ASCII and the bytes of UTF-8), with `specials` as
-/// control tokens (token 0 is EOS).
+/// control tokens (token 0 is EOS), the other [`MARKERS`] and a few JSON pieces as text
+/// tokens.
 fn vocab(specials: &[&str]) -> Arc<Vocabulary> {
     let mut tokens = vec![(b"<eos>".to_vec(), TokenKind::Control)];
     tokens.extend(specials.iter().map(|s| (s.as_bytes().to_vec(), TokenKind::Control)));
     tokens.extend((0u8..=255).filter(|&b| b >= 0x20 || b == b'\n' || b == b'\t').map(|b| (vec![b], TokenKind::Byte)));
-    for piece in ["{\"", "\": ", "\", ", "name", "arguments", "parameters", "</", "tool_call", "true", "false"] {
+    let pieces = ["{\"", "\": ", "\", ", "name", "arguments", "parameters", "</", "tool_call", "true", "false"];
+    for piece in pieces.into_iter().chain(MARKERS.into_iter().filter(|m| !specials.contains(m))) {
         tokens.push((piece.as_bytes().to_vec(), TokenKind::Normal));
     }
     Arc::new(Vocabulary::new(tokens, vec![0]).unwrap())
@@ -220,7 +263,6 @@ fn specials(format: &ToolFormat) -> Vec<&'static str> {
             "<think>",
             "</think>",
         ],
-        _ => Vec::new(),
     }
 }
 
@@ -231,7 +273,8 @@ fn specials(format: &ToolFormat) -> Vec<&'static str> {
 #[test]
 fn random_walks_of_every_format_read_back_into_valid_calls() {
     let tools = tools();
-    let choices = [ToolChoice::Auto, ToolChoice::Required, ToolChoice::Named("github.create_issue".into()), ToolChoice::None];
+    let choices =
+        [ToolChoice::Auto, ToolChoice::Required, ToolChoice::Named("github.create_issue".into()), ToolChoice::None];
     let mut stats = Vec::new();
     for format in formats() {
         for tokens in [false, true] {
@@ -249,12 +292,21 @@ fn random_walks_of_every_format_read_back_into_valid_calls() {
                     let compiled = Arc::new(format.compile(&spec).unwrap_or_else(|e| panic!("{what}: {e}")));
                     let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
                     let mut walker = Walker::new(v.clone());
-                    let mut rng = Rng::new(7);
+                    let mut rng = Xoshiro256::new(7);
+                    // Walks to a random length, then to an end. (The exploring walk's search
+                    // for an end cannot get from free text — the reasoning, a Harmony
+                    // preamble, a raw Qwen3-Coder string — through a whole call within its
+                    // budget; its stuck walks take tens of seconds each.)
+                    let options = WalkOptions { max_tokens: 160, style: Style::TargetLength };
                     let (mut complete, mut with_calls) = (0, 0);
-                    for _ in 0..12 {
-                        let text = match walker.walk(&g, 160, &mut rng) {
-                            Ok(Walk::Complete(text)) => text,
-                            Ok(Walk::Incomplete) => continue,
+                    // Up to 12 complete walks, of at most 64.
+                    for _ in 0..64 {
+                        if complete == 12 {
+                            break;
+                        }
+                        let text = match walker.walk(&g, &mut rng, &options) {
+                            Ok(w) if w.complete => w.text(&v),
+                            Ok(_) => continue,
                             Err(e) => panic!("{what}: {e:?}"),
                         };
                         complete += 1;
@@ -351,13 +403,33 @@ fn markers_are_single_tokens_where_the_vocabulary_has_them() {
         };
         let compiled = format.compile(&spec).unwrap();
         let tag = compiled.tag.to_string();
-        let as_tokens: Vec<&str> =
-            specials.iter().copied().filter(|s| tag.contains(&json!({"type": "token", "token": s}).to_string())).collect();
-        assert!(!as_tokens.is_empty(), "{format}: no marker is a token: {tag}");
-        // A marker spelled out in text tokens is not the marker: the grammar refuses it.
+        let as_tokens: Vec<&str> = specials
+            .iter()
+            .copied()
+            .filter(|s| tag.contains(&json!({"type": "token", "token": s}).to_string()))
+            .collect();
         let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
         let call = ToolCall::new("now", json!({}));
-        let text = format.write(&tools, &ReplyParts::default(), &[call]).unwrap();
+        // A reply with reasoning (its markers are the vocabulary's tokens in most families).
+        let parts = ReplyParts { reasoning: Some("Hm.".into()), ..Default::default() };
+        let mut text = format.write(&tools, &parts, &[call]).unwrap();
+        if format == (ToolFormat::Llama3 { python_tag: false }) {
+            // Bare JSON calls and `<think>` (not a token of Llama's vocabulary): no marker of
+            // this format is a token, and `<|python_tag|>`, which is, is not in it.
+            assert!(as_tokens.is_empty(), "{format}: {tag}");
+            let tagged = text.replace(r#"{"name""#, r#"<|python_tag|>{"name""#);
+            let mut m = stencil_mask::Matcher::new(g);
+            let refused = tokenize(&v, &tagged, &specials).iter().any(|&t| m.accept_token(t).is_err());
+            assert!(refused, "{format}: {tagged:?}");
+            continue;
+        }
+        assert!(!as_tokens.is_empty(), "{format}: no marker is a token: {tag}");
+        if format == (ToolFormat::Llama3 { python_tag: true }) {
+            // The writer leaves the optional `<|python_tag|>` out.
+            text = text.replace(r#"{"name""#, r#"<|python_tag|>{"name""#);
+        }
+        assert!(as_tokens.iter().any(|s| text.contains(s)), "{format}: no token marker in {text:?}");
+        // A marker spelled out in text tokens is not the marker: the grammar refuses it.
         let tokens = tokenize(&v, &text, &specials);
         let mut m = stencil_mask::Matcher::new(g.clone());
         for &t in &tokens {
@@ -383,7 +455,8 @@ fn tokenize(v: &Vocabulary, text: &str, specials: &[&str]) -> Vec<u32> {
                 continue 'outer;
             }
         }
-        let id = (0..v.len() as u32).find(|&id| v.kind(id) == TokenKind::Byte && v.token_bytes(id) == &rest[..1]).unwrap();
+        let id =
+            (0..v.len() as u32).find(|&id| v.kind(id) == TokenKind::Byte && v.token_bytes(id) == &rest[..1]).unwrap();
         out.push(id);
         rest = &rest[1..];
     }
@@ -393,7 +466,8 @@ fn tokenize(v: &Vocabulary, text: &str, specials: &[&str]) -> Vec<u32> {
 #[test]
 fn auto_allows_text_before_between_and_after_calls_and_none_allows_no_call() {
     let tools = tools();
-    let compiled = ToolFormat::Hermes.compile(&CallSpec { parallel: true, ..CallSpec::new(&tools, ToolChoice::Auto) }).unwrap();
+    let compiled =
+        ToolFormat::Hermes.compile(&CallSpec { parallel: true, ..CallSpec::new(&tools, ToolChoice::Auto) }).unwrap();
     let call = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
     let text = format!("First. {call} Then. {call} Done.");
     let reply = compiled.read(text.as_bytes()).unwrap();
@@ -477,4 +551,62 @@ fn formats_are_recognized_by_name_and_call_ids_have_nine_characters() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), ids.len());
+}
+
+/// Streams `text` byte by byte: the reasoning, content and calls' arguments the events add.
+fn stream_bytes(compiled: &Arc<stencil_tools::CompiledFormat>, text: &[u8]) -> (String, String, Vec<String>) {
+    let mut stream = compiled.stream().unwrap();
+    let mut events = Vec::new();
+    for b in text {
+        events.extend(stream.push(std::slice::from_ref(b)).unwrap());
+    }
+    events.extend(stream.finish(false).unwrap().0);
+    let (mut reasoning, mut content, mut args) = (String::new(), String::new(), Vec::new());
+    for e in events {
+        match e {
+            ToolEvent::Reasoning(t) => reasoning.push_str(&t),
+            ToolEvent::Content(t) => content.push_str(&t),
+            ToolEvent::Call { .. } => args.push(String::new()),
+            ToolEvent::Arguments { index, text } => args[index].push_str(&text),
+        }
+    }
+    (reasoning, content, args)
+}
+
+#[test]
+fn streams_split_characters_and_markers_that_are_tokens_as_the_whole_reply() {
+    let tools = tools();
+    // A character cut between two pieces is sent once whole (not as U+FFFD).
+    let spec = CallSpec { parallel: true, ..CallSpec::new(&tools, ToolChoice::Auto) };
+    let compiled = Arc::new(ToolFormat::Hermes.compile(&spec).unwrap());
+    let text = "é 天気 😀 <tool_call>\n{\"name\": \"github.create_issue\", \"arguments\": {\"title\": \"天気\", \"count\": 1}}\n</tool_call>";
+    let (_, content, args) = stream_bytes(&compiled, text.as_bytes());
+    assert_eq!(content, "é 天気 😀");
+    assert_eq!(args, [r#"{"title": "天気", "count": 1}"#]);
+    // Where the reasoning's end is a token, the reasoning cannot spell it out: the reply
+    // reads one way as it streams (else, at `[/THINK][`, the reasoning would read as still
+    // open and holding the spelled `[/THINK]`).
+    let v = vocab(&specials(&ToolFormat::MistralArgs));
+    let spec = CallSpec {
+        vocab: Some(v),
+        reasoning: ReasoningMode::Optional,
+        parallel: true,
+        ..CallSpec::new(&tools, ToolChoice::Required)
+    };
+    let compiled = Arc::new(ToolFormat::MistralArgs.compile(&spec).unwrap());
+    let text = "[THINK]a [x][/THINK][TOOL_CALLS]now[ARGS]{}";
+    assert_eq!(stream_bytes(&compiled, text.as_bytes()), ("a [x]".into(), String::new(), vec!["{}".into()]));
+    let whole = compiled.read(text.as_bytes()).unwrap();
+    assert_eq!((whole.reasoning.as_deref(), whole.tool_calls().len()), (Some("a [x]"), 1));
+}
+
+#[test]
+fn qwen_xml_values_may_touch_their_markers() {
+    let tools = tools();
+    let compiled = ToolFormat::QwenXml.compile(&CallSpec::new(&tools, ToolChoice::Required)).unwrap();
+    // No newline around the values: a number right before `</parameter>` is read.
+    let text = "<tool_call>\n<function=github.create_issue>\n<parameter=title>a</parameter><parameter=count>5</parameter></function>\n</tool_call>";
+    let reply = compiled.read(text.as_bytes()).unwrap();
+    assert!(reply.complete);
+    assert_eq!(reply.tool_calls(), [ToolCall::new("github.create_issue", json!({"title": "a", "count": 5}))]);
 }

@@ -24,7 +24,13 @@ const EOS: &str = "</s>";
 
 fn cases() -> Vec<Case> {
     vec![
-        Case { file: "Qwen-Qwen3-0.6B.jinja", format: ToolFormat::Hermes, turn_end: "<|im_end|>\n", parallel: true, reasoning: true },
+        Case {
+            file: "Qwen-Qwen3-0.6B.jinja",
+            format: ToolFormat::Hermes,
+            turn_end: "<|im_end|>\n",
+            parallel: true,
+            reasoning: true,
+        },
         Case {
             file: "vllm-tool_chat_template_qwen3coder.jinja",
             format: ToolFormat::QwenXml,
@@ -53,7 +59,13 @@ fn cases() -> Vec<Case> {
             parallel: true,
             reasoning: false,
         },
-        Case { file: "openai-gpt-oss-120b.jinja", format: ToolFormat::Harmony, turn_end: "", parallel: false, reasoning: true },
+        Case {
+            file: "openai-gpt-oss-120b.jinja",
+            format: ToolFormat::Harmony,
+            turn_end: "",
+            parallel: false,
+            reasoning: true,
+        },
         Case {
             file: "deepseek-ai-DeepSeek-V3.1.jinja",
             format: ToolFormat::DeepSeekV31,
@@ -106,12 +118,17 @@ fn calls_render_through_each_template_and_read_back() {
             vec![ToolCall::new("get_weather", json!({"city": "Paris", "days": 3}))]
         };
         let ids: Vec<String> = calls.iter().map(|_| ToolFormat::new_call_id()).collect();
-        let chat_calls: Vec<ChatToolCall> =
-            calls.iter().zip(&ids).map(|(c, id)| ChatToolCall::new(id.clone(), c.name.clone(), c.arguments.clone())).collect();
+        let chat_calls: Vec<ChatToolCall> = calls
+            .iter()
+            .zip(&ids)
+            .map(|(c, id)| ChatToolCall::new(id.clone(), c.name.clone(), c.arguments.clone()))
+            .collect();
         let reasoning = case.reasoning.then(|| "The user wants the weather.".to_string());
         let user = ChatMessage::user("What is the weather in Paris?");
-        let assistant = ChatMessage { reasoning_content: reasoning.clone(), ..ChatMessage::assistant_calls("", chat_calls) };
-        let prompt = t.render(&[user.clone()], true, Some(&openai)).unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let assistant =
+            ChatMessage { reasoning_content: reasoning.clone(), ..ChatMessage::assistant_calls("", chat_calls) };
+        let prompt =
+            t.render(std::slice::from_ref(&user), true, Some(&openai)).unwrap_or_else(|e| panic!("{}: {e}", case.file));
         let turn = t
             .render(&[user.clone(), assistant.clone()], false, Some(&openai))
             .unwrap_or_else(|e| panic!("{}: {e}", case.file));

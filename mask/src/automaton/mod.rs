@@ -267,8 +267,7 @@ impl Automaton {
     /// predicts nothing, and completes nothing but, with an unknown caller, an escape.
     #[inline]
     pub fn steps_alone(&self, state: u32, origin: u32) -> bool {
-        self.closures.simple[state as usize]
-            || (origin == NO_ORIGIN && self.edges.calls[state as usize].is_empty())
+        self.closures.simple[state as usize] || (origin == NO_ORIGIN && self.edges.calls[state as usize].is_empty())
     }
 
     /// Whether `state` has a transition on some byte.

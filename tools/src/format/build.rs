@@ -58,6 +58,11 @@ pub(super) struct Builder<'s> {
     vocab: Option<&'s Vocabulary>,
     roles: HashMap<String, Role>,
     holds: Vec<String>,
+    /// What free text may not contain, so that a reply reads one way: the text of the
+    /// markers matched as tokens (else the token or its text spelled out), and with
+    /// optional reasoning its opening marker (else a reply that begins with it is
+    /// reasoning or text).
+    excluded: Vec<String>,
     /// The reasoning's markers.
     reasoning: (String, String),
     /// Text triggers of calls, which the reasoning may not contain.
@@ -71,10 +76,19 @@ impl<'s> Builder<'s> {
             vocab: spec.vocab.as_deref(),
             roles: HashMap::new(),
             holds: Vec::new(),
+            excluded: Vec::new(),
             reasoning: (reasoning.0.to_string(), reasoning.1.to_string()),
             triggers: Vec::new(),
         };
         b.hold(reasoning.1);
+        if spec.reasoning != ReasoningMode::Off {
+            // Known before any free text is built, which may not spell them out if tokens.
+            b.marker(reasoning.0);
+            b.marker(reasoning.1);
+        }
+        if spec.reasoning == ReasoningMode::Optional {
+            b.exclude(reasoning.0);
+        }
         b
     }
 
@@ -83,11 +97,15 @@ impl<'s> Builder<'s> {
     }
 
     /// A marker: a token where the vocabulary has it as a control token, else text. Its
-    /// text is held back when streaming until it is decided.
+    /// text is held back when streaming until it is decided; a token's text is not free
+    /// text ([`Builder::free_text`]).
     pub fn marker(&mut self, text: &str) -> Piece {
         self.hold(text);
         match self.vocab.and_then(|v| v.find_token(text.as_bytes()).map(|id| v.kind(id))) {
-            Some(TokenKind::Control) => Piece::Token(text.to_string()),
+            Some(TokenKind::Control) => {
+                self.exclude(text);
+                Piece::Token(text.to_string())
+            }
             _ => Piece::Text(text.to_string()),
         }
     }
@@ -112,6 +130,22 @@ impl<'s> Builder<'s> {
     /// Tool `i`'s arguments as JSON.
     pub fn json_arguments(&self, i: usize) -> Value {
         json!({"type": "json_schema", "json_schema": self.parameters(i)})
+    }
+
+    /// Text that free text may not contain.
+    fn exclude(&mut self, text: &str) {
+        if !self.excluded.iter().any(|t| t == text) {
+            self.excluded.push(text.to_string());
+        }
+    }
+
+    /// Free text (`any_text`) without `excludes`, at most `max_tokens` tokens. Nor may it
+    /// contain what would make a reply read two ways (see `excluded`: the markers that are
+    /// tokens, so make the markers first).
+    pub fn free_text(&self, excludes: &[String], max_tokens: Option<u32>) -> Value {
+        let mut all = excludes.to_vec();
+        all.extend(self.excluded.iter().filter(|t| !excludes.contains(t)).cloned());
+        any_text(&all, max_tokens)
     }
 
     /// Records what a tag that begins with `begin` is.
@@ -196,20 +230,24 @@ impl<'s> Builder<'s> {
             triggers.iter().filter_map(|t| if let Piece::Text(s) = t { Some(s.clone()) } else { None }).collect();
         self.triggers.extend(triggers.iter().map(|t| t.text().to_string()));
         if units.is_empty() {
-            return any_text(&[], None);
+            return self.free_text(&[], None);
         }
         let plain = units.iter().all(|u| u.text_begin.as_ref().is_some_and(|b| texts.iter().any(|t| b.starts_with(t))))
             && texts.len() == triggers.len();
         if plain {
-            return json!({
+            let mut tags = json!({
                 "type": "triggered_tags",
                 "triggers": texts,
                 "tags": units.into_iter().map(|u| u.node).collect::<Vec<_>>(),
                 "at_least_one": at_least_one,
                 "stop_after_first": single,
             });
+            if !self.excluded.is_empty() {
+                tags["excludes"] = json!(self.excluded);
+            }
+            return tags;
         }
-        let text = any_text(&texts, None);
+        let text = self.free_text(&texts, None);
         let one = or(units.into_iter().map(|u| u.node).collect());
         match (at_least_one, single) {
             (false, false) => seq(vec![text.clone(), json!({"type": "star", "content": seq(vec![one, text])})]),
@@ -225,8 +263,8 @@ impl<'s> Builder<'s> {
     fn reasoning_tag(&mut self, open_marker: bool) -> Result<Value, FormatError> {
         let (open, close) = self.reasoning.clone();
         let close = self.marker(&close);
-        let text = any_text(&self.triggers.clone(), self.spec.reasoning_budget);
         let begin = if open_marker { self.marker(&open) } else { Piece::Text(String::new()) };
+        let text = self.free_text(&self.triggers, self.spec.reasoning_budget);
         Ok(self.block(&begin, text, &close, Role::Reasoning)?.node)
     }
 

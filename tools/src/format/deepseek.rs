@@ -32,9 +32,9 @@ pub(super) fn build(b: &mut Builder, allowed: &[usize]) -> Result<Value, FormatE
     let mut calls = Vec::new();
     for &i in allowed {
         let unit = b.unit(
-            &[call_begin.clone()],
+            std::slice::from_ref(&call_begin),
             b.name(i).to_string(),
-            &[sep.clone()],
+            std::slice::from_ref(&sep),
             vec![b.json_arguments(i)],
             Some(call_end.clone()),
             Role::Call(i),
@@ -54,7 +54,6 @@ pub(super) fn write(content: &str, calls: &[ToolCall]) -> String {
     if calls.is_empty() {
         return content.to_string();
     }
-    let calls: String =
-        calls.iter().map(|c| format!("{CALL_BEGIN}{}{SEP}{}{CALL_END}", c.name, c.arguments)).collect();
+    let calls: String = calls.iter().map(|c| format!("{CALL_BEGIN}{}{SEP}{}{CALL_END}", c.name, c.arguments)).collect();
     format!("{content}{CALLS_BEGIN}{calls}{CALLS_END}")
 }

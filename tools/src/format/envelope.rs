@@ -30,7 +30,7 @@ pub(super) fn build(b: &mut Builder, env: &Envelope, allowed: &[usize]) -> Resul
     for &i in allowed {
         let name = format!("{rest_of_open}{{\"name\": \"{}{CONNECTOR}", name_and_quote(b.name(i)));
         let content = vec![b.json_arguments(i), text(&tail)];
-        units.push(b.unit(&[open.clone()], name, &[], content, Some(close.clone()), Role::Call(i))?);
+        units.push(b.unit(std::slice::from_ref(&open), name, &[], content, Some(close.clone()), Role::Call(i))?);
     }
     Ok(b.calls_in_text(&[open], units, !b.spec.parallel))
 }

@@ -18,7 +18,7 @@
 
 use serde_json::{json, Value};
 
-use super::build::{any_text, or, seq, text, Builder};
+use super::build::{or, seq, text, Builder};
 use super::{FormatError, ReasoningMode, Role};
 use crate::call::ToolCall;
 
@@ -35,20 +35,20 @@ pub(super) fn build(b: &mut Builder, allowed: &[usize]) -> Result<Value, FormatE
     let call_end = b.marker(CALL);
     let next = seq(vec![start.node(), text("assistant")]);
     // A message of `name` whose text is its content, and the next message's start.
-    let mut channel_message = |b: &mut Builder, name: &str, role: Role, budget: Option<u32>| {
-        let body = seq(vec![message.node(), any_text(&[], budget)]);
+    let channel_message = |b: &mut Builder, name: &str, role: Role, budget: Option<u32>| {
+        let body = seq(vec![message.node(), b.free_text(&[], budget)]);
         let tag = b.block(&super::build::Piece::Text(name.into()), body, &end, role)?;
         Ok::<Value, FormatError>(seq(vec![channel.node(), tag.node, next.clone()]))
     };
     let analysis = channel_message(b, "analysis", Role::Reasoning, b.spec.reasoning_budget)?;
     let preamble = channel_message(b, "commentary", Role::Content, None)?;
-    let final_message = seq(vec![channel.node(), text("final"), message.node(), any_text(&[], None)]);
+    let final_message = seq(vec![channel.node(), text("final"), message.node(), b.free_text(&[], None)]);
     let mut calls = Vec::new();
     for &i in allowed {
         let name = b.name(i);
         let constrained = json!({"type": "optional", "content": seq(vec![text(" "), constrain.node(), text("json")])});
         let in_channel = b.unit(
-            &[channel.clone()],
+            std::slice::from_ref(&channel),
             format!("commentary to=functions.{name}"),
             &[],
             vec![constrained, message.node(), b.json_arguments(i)],

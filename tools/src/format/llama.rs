@@ -30,7 +30,14 @@ pub(super) fn build(b: &mut Builder, allowed: &[usize], python_tag: bool) -> Res
     for &i in allowed {
         let name = format!("{}, \"parameters\": ", name_and_quote(b.name(i)));
         let end = Some(Piece::Text("}".into()));
-        units.push(b.unit(&[trigger.clone()], name.clone(), &[], vec![b.json_arguments(i)], end.clone(), Role::Call(i))?);
+        units.push(b.unit(
+            std::slice::from_ref(&trigger),
+            name.clone(),
+            &[],
+            vec![b.json_arguments(i)],
+            end.clone(),
+            Role::Call(i),
+        )?);
         if python_tag {
             let before = [tag.clone(), trigger.clone()];
             units.push(b.unit(&before, name, &[], vec![b.json_arguments(i)], end, Role::Call(i))?);

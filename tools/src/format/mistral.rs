@@ -40,7 +40,8 @@ pub(super) fn build_json(b: &mut Builder, allowed: &[usize]) -> Result<Value, Fo
         let name = format!("{{\"name\": \"{}, \"arguments\": ", name_and_quote(b.name(i)));
         let id = json!({"type": "optional", "content": {"type": "sequence", "elements": [
             text(", \"id\": \""), {"type": "regex", "pattern": ID}, text("\"")]}});
-        let unit = b.unit(&[], name, &[], vec![b.json_arguments(i), id], Some(Piece::Text("}".into())), Role::Call(i))?;
+        let unit =
+            b.unit(&[], name, &[], vec![b.json_arguments(i), id], Some(Piece::Text("}".into())), Role::Call(i))?;
         calls.push(unit.node);
     }
     if calls.is_empty() {
@@ -62,7 +63,7 @@ pub(super) fn build_args(b: &mut Builder, allowed: &[usize]) -> Result<Value, Fo
         let id = json!({"type": "optional", "content": {"type": "sequence", "elements": [
             call_id.node(), {"type": "regex", "pattern": ID}]}});
         let content = vec![id, args.node(), b.json_arguments(i)];
-        units.push(b.unit(&[trigger.clone()], b.name(i).to_string(), &[], content, None, Role::Call(i))?);
+        units.push(b.unit(std::slice::from_ref(&trigger), b.name(i).to_string(), &[], content, None, Role::Call(i))?);
     }
     Ok(b.calls_in_text(&[trigger], units, !b.spec.parallel))
 }

@@ -23,9 +23,10 @@
 //! - **Reasoning** ([`ReasoningMode`]) comes first in every tool choice: left out (`Off`),
 //!   optional, required, or already opened by the prompt (`Open`: DeepSeek's generation
 //!   prompt ends with `<think>`). Its text cannot contain a call's trigger (nor, as any tag's
-//!   text, its own end), so no call happens inside the reasoning; its token budget
-//!   ([`CallSpec::reasoning_budget`]) is `any_text`'s `max_tokens`, which the decode loop
-//!   counts and closes.
+//!   text, its own end), so no call happens inside the reasoning. Where it is optional,
+//!   the answer's text cannot contain its opening marker (a reply that begins with it is
+//!   reasoning, not text). Its token budget ([`CallSpec::reasoning_budget`]) is
+//!   `any_text`'s `max_tokens`, which the decode loop counts and closes.
 //! - **`auto`**: free text in which a trigger opens a call, anywhere (text before a call,
 //!   between calls, after them), not a choice made at the first token. The block formats
 //!   (`mistral`, `deepseek-v3.1`: all calls in one block) allow text before the block only.
@@ -40,7 +41,9 @@
 //! A marker (`<tool_call>`, `[TOOL_CALLS]`, `<|channel|>`, `<think>`, DeepSeek's `<｜…｜>`) is
 //! matched as one token where the vocabulary given to [`ToolFormat::compile`] has it as a
 //! control token (which never matches text), and as text otherwise (a vocabulary without
-//! it, or one where it is ordinary or user-defined text).
+//! it, or one where it is ordinary or user-defined text). Free text cannot spell out a
+//! marker that is a token, so that the text of a reply (its tokens' text, control tokens
+//! included: [`reply_bytes`]) reads one way, whole or streamed.
 //!
 //! # Choosing a format
 //!
@@ -119,8 +122,17 @@ pub enum ToolFormat {
 }
 
 /// Every format, by its name (the fallback envelope with its default tags).
-pub const FORMAT_NAMES: [&str; 9] =
-    ["hermes", "qwen3-coder", "llama3", "llama3-python-tag", "mistral", "mistral-args", "harmony", "deepseek-v3.1", "envelope"];
+pub const FORMAT_NAMES: [&str; 9] = [
+    "hermes",
+    "qwen3-coder",
+    "llama3",
+    "llama3-python-tag",
+    "mistral",
+    "mistral-args",
+    "harmony",
+    "deepseek-v3.1",
+    "envelope",
+];
 
 /// How reasoning may precede the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -481,7 +493,7 @@ impl ToolFormat {
     ///
     /// ```
     /// use stencil_tools::format::ToolFormat;
-    /// assert_eq!(ToolFormat::MistralArgs.example(), "[TOOL_CALLS]TOOL_NAME[ARGS]{\"ARGUMENT\": \"VALUE\"}");
+    /// assert_eq!(ToolFormat::MistralArgs.example(), "[TOOL_CALLS]TOOL_NAME[ARGS]{\"ARGUMENT\":\"VALUE\"}");
     /// ```
     pub fn example(&self) -> String {
         let mut set = ToolSet::new();

@@ -41,7 +41,7 @@ pub(super) fn build(b: &mut Builder, allowed: &[usize]) -> Result<Value, FormatE
         let args = serde_json::json!({"type": "json_schema", "style": "qwen_xml", "json_schema": b.parameters(i)});
         let name = format!("\n<function={}>\n", b.name(i));
         let content = vec![args, text("</function>\n")];
-        units.push(b.unit(&[open.clone()], name, &[], content, Some(close.clone()), Role::Call(i))?);
+        units.push(b.unit(std::slice::from_ref(&open), name, &[], content, Some(close.clone()), Role::Call(i))?);
     }
     Ok(b.calls_in_text(&[open], units, !b.spec.parallel))
 }
@@ -94,9 +94,15 @@ pub(super) fn read_parameters(schema: &Value, text: &str) -> (Map<String, Value>
             let v = v.strip_suffix('\n').unwrap_or(v);
             (Value::String(v.to_string()), &body[end..])
         } else {
-            let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-            let Some(Ok(v)) = values.next() else { return (out, false) };
-            (v, body[values.byte_offset()..].trim_start())
+            // A JSON value (with whitespace around it) ends at the first `</parameter>` before
+            // which it is whole: no JSON value is the start of another one (a number cannot
+            // go on with `<`), and one that is a string may hold `</parameter>`. (serde_json's
+            // stream reader refuses a number followed by `<`.)
+            let whole = body
+                .match_indices(CLOSE)
+                .find_map(|(end, _)| serde_json::from_str::<Value>(&body[..end]).ok().map(|v| (v, &body[end..])));
+            let Some(found) = whole else { return (out, false) };
+            found
         };
         let Some(next) = after_value.strip_prefix(CLOSE) else { return (out, false) };
         out.insert(key.to_string(), value);
@@ -113,9 +119,8 @@ pub(super) fn write(tools: &ToolSet, content: &str, calls: &[ToolCall]) -> Resul
             name: call.name.clone(),
             reason: "no tool of the set has that name".into(),
         })?;
-        let params = write_parameters(&call.name, schema, &call.arguments).map_err(|reason| {
-            FormatError::Unwritable { format: "qwen3-coder", name: call.name.clone(), reason }
-        })?;
+        let params = write_parameters(&call.name, schema, &call.arguments)
+            .map_err(|reason| FormatError::Unwritable { format: "qwen3-coder", name: call.name.clone(), reason })?;
         if i > 0 || !content.is_empty() {
             out.push('\n');
         }

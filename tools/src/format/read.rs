@@ -59,8 +59,11 @@ impl ParsedReply {
 /// What reading collects, before trimming.
 #[derive(Default)]
 pub(super) struct Raw {
-    /// Content pieces: (text, after a call).
-    pub content: Vec<(String, bool)>,
+    /// Content pieces: (text, how many calls precede it).
+    pub content: Vec<(String, usize)>,
+    /// How many call tags were read (a call's tag counts once it began, its arguments
+    /// perhaps not yet).
+    pub call_tags: usize,
     pub reasoning: Option<String>,
     pub calls: Vec<ParsedCall>,
     pub in_call: bool,
@@ -74,7 +77,8 @@ impl CompiledFormat {
     /// # Errors
     /// [`FormatError::Reply`] when the text is not (the start of) a reply of the format.
     pub fn read(&self, text: &[u8]) -> Result<ParsedReply, FormatError> {
-        let reply = self.compiled.read(text).map_err(|source| FormatError::Reply { format: self.format.name(), source })?;
+        let reply =
+            self.compiled.read(text).map_err(|source| FormatError::Reply { format: self.format.name(), source })?;
         Ok(finish(self.raw(&reply, text, false), reply.complete))
     }
 
@@ -103,18 +107,18 @@ impl CompiledFormat {
     }
 
     /// The reply's parts before trimming; `streaming` leaves out what may still change (the
-    /// end of the text read that may be the start of a marker, a separator after a call).
+    /// end of the text read that may be the start of a marker, a character cut at the end,
+    /// a separator after a call).
     pub(super) fn raw(&self, reply: &Reply, text: &[u8], streaming: bool) -> Raw {
         let mut raw = Raw::default();
         self.walk(&reply.segments, text, streaming, Context::Content, &mut raw);
-        // Text after a call that is only a separator is not content when a call follows it
-        // (or, streaming, may yet follow it).
+        // Text between two calls that is only a separator is not content; streaming, text
+        // after the last call may yet be followed by one, and is held back.
         if !self.separators.is_empty() {
-            let n = raw.content.len();
-            let in_call = raw.in_call;
-            for (i, (t, after_call)) in raw.content.iter_mut().enumerate() {
-                let followed = i + 1 < n || in_call || streaming;
-                if *after_call && followed && is_separator(t, &self.separators) {
+            let calls = raw.call_tags;
+            for (t, before) in raw.content.iter_mut() {
+                let between = *before > 0 && (*before < calls || streaming);
+                if between && is_separator(t, &self.separators) {
                     t.clear();
                 }
             }
@@ -131,16 +135,17 @@ impl CompiledFormat {
         for s in segments {
             match &s.kind {
                 SegmentKind::Text { .. } => {
-                    let mut t = String::from_utf8_lossy(&text[s.range.clone()]).into_owned();
+                    let at_end = streaming && s.range.end == text.len();
+                    let bytes = &text[s.range.clone()];
+                    // Streaming, a character cut at the end of the text read is not read yet.
+                    let bytes = if at_end { whole_chars(bytes) } else { bytes };
+                    let mut t = String::from_utf8_lossy(bytes).into_owned();
                     // Streaming, the end of the text read may still turn into a marker.
-                    if streaming && s.range.end == text.len() {
+                    if at_end {
                         t.truncate(t.len() - self.held_back(&t));
                     }
                     match ctx {
-                        Context::Content => {
-                            let after_call = !raw.calls.is_empty() || raw.in_call;
-                            raw.content.push((t, after_call));
-                        }
+                        Context::Content => raw.content.push((t, raw.call_tags)),
                         Context::Reasoning => {
                             raw.reasoning.get_or_insert_with(String::new).push_str(&t);
                             raw.in_reasoning = !s.closed;
@@ -152,7 +157,8 @@ impl CompiledFormat {
                 SegmentKind::Tag { tag, children, .. } => match self.role(*tag) {
                     Some(Role::Call(i)) => {
                         raw.in_call = !s.closed;
-                        if let Some(call) = self.call(i, children, text, s.closed) {
+                        raw.call_tags += 1;
+                        if let Some(call) = self.call(i, children, text, s.closed, streaming) {
                             raw.calls.push(call);
                         }
                     }
@@ -191,11 +197,14 @@ impl CompiledFormat {
     }
 
     /// Call of tool `i` from its tag's children: its arguments leaf (JSON, or Qwen3-Coder's
-    /// parameters). `None` until the arguments began.
-    fn call(&self, i: usize, children: &[Segment], text: &[u8], closed: bool) -> Option<ParsedCall> {
+    /// parameters). `None` until the arguments began. Streaming, a character cut at the end
+    /// of the text read is left out.
+    fn call(&self, i: usize, children: &[Segment], text: &[u8], closed: bool, streaming: bool) -> Option<ParsedCall> {
         let (name, schema) = &self.tools[i];
         let leaf = find_leaf(children)?;
-        let body = String::from_utf8_lossy(&text[leaf.range.clone()]).into_owned();
+        let bytes = &text[leaf.range.clone()];
+        let bytes = if streaming && leaf.range.end == text.len() { whole_chars(bytes) } else { bytes };
+        let body = String::from_utf8_lossy(bytes).into_owned();
         let (arguments, arguments_text) = match leaf.kind {
             SegmentKind::Leaf(LeafKind::QwenXml) => {
                 let (params, whole) = qwen_xml::read_parameters(schema, &body);
@@ -222,6 +231,32 @@ impl CompiledFormat {
 /// The first arguments leaf among a call's children (nested in sequences).
 fn find_leaf(children: &[Segment]) -> Option<&Segment> {
     children.iter().find(|c| matches!(c.kind, SegmentKind::Leaf(LeafKind::Json | LeafKind::QwenXml)))
+}
+
+/// `bytes` without a UTF-8 character cut at their end (its first bytes, the rest not yet
+/// read).
+fn whole_chars(bytes: &[u8]) -> &[u8] {
+    for k in 1..=bytes.len().min(4) {
+        let b = bytes[bytes.len() - k];
+        if b < 0x80 {
+            break;
+        }
+        if b >= 0xC0 {
+            // A lead byte: the character needs 2, 3 or 4 bytes.
+            let needs = if b >= 0xF0 {
+                4
+            } else if b >= 0xE0 {
+                3
+            } else {
+                2
+            };
+            if needs > k {
+                return &bytes[..bytes.len() - k];
+            }
+            break;
+        }
+    }
+    bytes
 }
 
 fn is_separator(t: &str, separators: &[String]) -> bool {

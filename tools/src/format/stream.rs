@@ -36,8 +36,8 @@ pub enum ToolEvent {
 /// concatenated per kind (and per call), are the whole reply's [`ParsedReply`] fields
 /// (content and reasoning trimmed, each call's `arguments_text`), whether the reply is cut
 /// or not: text that may still become a marker (the start of a trigger, of the
-/// reasoning's end), whitespace at the end of the content or reasoning, and a separator
-/// after a call are held back until what follows decides.
+/// reasoning's end), a character cut between pieces, whitespace at the end of the content
+/// or reasoning, and a separator after a call are held back until what follows decides.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -74,8 +74,10 @@ impl CompiledFormat {
     /// # Errors
     /// [`FormatError::Reply`] when the captures' parser cannot be built.
     pub fn stream(self: &Arc<Self>) -> Result<ToolStream, FormatError> {
-        let reader =
-            self.compiled.shared_reader().map_err(|source| FormatError::Reply { format: self.format.name(), source })?;
+        let reader = self
+            .compiled
+            .shared_reader()
+            .map_err(|source| FormatError::Reply { format: self.format.name(), source })?;
         Ok(ToolStream {
             format: self.clone(),
             reader,
