@@ -309,10 +309,16 @@ struct GenerateArgs {
     /// With --tools: up to N calls in one reply (default 1).
     #[arg(long, value_name = "N", requires = "tools")]
     max_calls: Option<u32>,
-    /// With --tools: multi-stage (default: the name, then the arguments), single-grammar, or
-    /// unconstrained.
+    /// With --tools: multi-stage (default: the name, then the arguments), single-grammar,
+    /// unconstrained, or structural (the envelope's structural tag). With a format other than
+    /// the envelope, every strategy but unconstrained decodes under the format's one grammar.
     #[arg(long, value_name = "STRATEGY", requires = "tools")]
     tool_strategy: Option<String>,
+    /// With --tools: the tool-call format (default: recognized from the chat template, else
+    /// the envelope): hermes, qwen3-coder, llama3, llama3-python-tag, mistral, mistral-args,
+    /// harmony, deepseek-v3.1 or envelope.
+    #[arg(long, value_name = "NAME", requires = "tools")]
+    tool_format: Option<String>,
     /// Context length in tokens.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     ctx_size: u32,
@@ -674,6 +680,7 @@ fn main() -> ExitCode {
                     choice: a.tool_choice.clone(),
                     max_calls: a.max_calls,
                     strategy: a.tool_strategy.clone(),
+                    format: a.tool_format.clone(),
                 };
                 a.options().and_then(|o| tools::run(&o, &args))
             }

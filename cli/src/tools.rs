@@ -2,9 +2,13 @@
 //! `stencil-tools` (the name from the closed set, then the arguments under the tool's
 //! schema) and validated.
 //!
-//! Output on stdout, one JSON object per line: each call as `{"name": ..., "arguments":
-//! {...}}`, in order; or, when the model answered in plain text (tool choice `auto` or
-//! `none`), one `{"content": TEXT}`. A summary goes to stderr.
+//! Output on stdout, one JSON object per line: the reasoning as `{"reasoning": TEXT}` when the
+//! reply has some, the text for the user as `{"content": TEXT}` when there is some (or when
+//! there is no call: then perhaps empty), then each call as `{"name": ..., "arguments":
+//! {...}}`, in order. A summary goes to stderr.
+//!
+//! `--tool-format NAME` picks the format calls are written in (`stencil_tools::format`); by
+//! default the chat template's, recognized by its markers, else the envelope.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +16,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use stencil_runtime::ChatMessage;
-use stencil_tools::{CallOptions, Strategy, ToolCaller, ToolChoice, ToolError, ToolSet};
+use stencil_tools::{CallOptions, Strategy, ToolCaller, ToolChoice, ToolError, ToolFormat, ToolSet};
 
 use crate::error::CliError;
 use crate::generate::{self, Options};
@@ -25,8 +29,10 @@ pub struct ToolArgs {
     pub choice: Option<String>,
     /// The most calls in one reply (default 1).
     pub max_calls: Option<u32>,
-    /// `multi-stage` (default), `single-grammar` or `unconstrained`.
+    /// `multi-stage` (default), `single-grammar`, `unconstrained` or `structural`.
     pub strategy: Option<String>,
+    /// The tool-call format (default: the chat template's).
+    pub format: Option<String>,
 }
 
 pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
@@ -48,11 +54,18 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
         Some(s) => s.parse().map_err(|e| CliError::Usage(format!("--tool-strategy: {e}")))?,
         None => Strategy::MultiStage,
     };
+    let format: Option<ToolFormat> = match &args.format {
+        Some(f) => Some(f.parse().map_err(|e| CliError::Usage(format!("--tool-format: {e}")))?),
+        None => None,
+    };
     let max_calls = args.max_calls.unwrap_or(1).max(1) as usize;
     let params = generate::sampling_params(opts)?;
     let model_path = crate::models::resolve(opts.model.as_ref())?;
     let model = generate::load_model(&model_path, opts.quiet)?;
-    let caller = ToolCaller::new(&model, tools);
+    let mut caller = ToolCaller::new(&model, tools);
+    if let Some(format) = format {
+        caller = caller.with_format(format).map_err(|e| CliError::Usage(format!("--tool-format: {e}")))?;
+    }
 
     let mut messages: Vec<ChatMessage> = opts.system.iter().map(ChatMessage::system).collect();
     messages.push(ChatMessage::user(opts.prompt.clone()));
@@ -66,6 +79,7 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
         params,
         retries: 0,
         speculation: opts.speculation.clone(),
+        ..CallOptions::default()
     };
     let start = Instant::now();
     let result = caller.call(&mut session, &messages, &options);
@@ -83,21 +97,25 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
     let tokens: usize = records.iter().map(|r| r.generated_tokens).sum();
     match result {
         Ok(turn) => {
-            if turn.calls.is_empty() {
-                crate::print_line(&json!({"content": turn.content.unwrap_or_default()}).to_string())?;
+            if let Some(reasoning) = &turn.reasoning {
+                crate::print_line(&json!({"reasoning": reasoning}).to_string())?;
+            }
+            if turn.calls.is_empty() || turn.content.is_some() {
+                crate::print_line(&json!({"content": turn.content.clone().unwrap_or_default()}).to_string())?;
             }
             for call in &turn.calls {
                 crate::print_line(&call.to_json().to_string())?;
             }
             if !opts.quiet {
                 eprintln!(
-                    "{} ({strategy}, tool choice {}): {tokens} tokens in {} generations, {elapsed_ms:.0} ms; valid: \
-                     every call names a tool of the set and its arguments validate",
+                    "{} ({} format, {strategy}, tool choice {}): {tokens} tokens in {} generations, {elapsed_ms:.0} ms; \
+                     valid: every call names a tool of the set and its arguments validate",
                     match turn.calls.len() {
                         0 => "no call".to_string(),
                         1 => "1 call".to_string(),
                         n => format!("{n} calls"),
                     },
+                    caller.format(),
                     options.choice,
                     records.len(),
                 );
@@ -111,6 +129,7 @@ pub fn run(opts: &Options, args: &ToolArgs) -> Result<ExitCode, CliError> {
         }
         Err(ToolError::Runtime(e)) => Err(generate::runtime(e)),
         Err(e @ ToolError::Grammar { .. }) => Err(CliError::EngineBug(e.to_string())),
+        Err(ToolError::Format(e)) => Err(CliError::Usage(format!("--tool-format: {e}"))),
         Err(e) => Err(CliError::Usage(e.to_string())),
     }
 }

@@ -41,7 +41,7 @@ mod session;
 pub mod speculate;
 pub mod telemetry;
 
-pub use chat::ChatMessage;
+pub use chat::{ChatMessage, ChatToolCall};
 pub use error::{Result, RuntimeError};
 pub use model::{FlashAttention, Model, ModelInfo, ModelOptions, Prompt, SessionOptions};
 pub use session::{GenerateRequest, Generation, Session};

@@ -85,6 +85,7 @@ pub use budget::BudgetPosition;
 pub use capture::{CaptureError, Reader, Reply, Segment, SegmentKind};
 pub use error::{ErrorKind, StructuralError};
 pub use parse::{parse_tag, MAX_NESTING};
+pub use qwen::qwen_xml_raw;
 
 /// How to compile a structural tag.
 #[derive(Clone, Debug, Default)]

@@ -125,6 +125,21 @@ pub(crate) fn compile(
     Ok(b.rule("qwen_xml", Expr::Seq(body), None))
 }
 
+/// Whether a property's value is written raw (not as JSON) in the `qwen_xml` style: a
+/// string whose schema is only `type: "string"` with at most one of `enum`, `const`,
+/// `pattern` or `format` (and annotations). What a reader of such arguments needs to turn
+/// them into JSON.
+///
+/// ```
+/// use serde_json::json;
+/// assert!(stencil_structural::qwen_xml_raw(&json!({"type": "string", "description": "City"})));
+/// assert!(!stencil_structural::qwen_xml_raw(&json!({"type": "string", "maxLength": 9})));
+/// assert!(!stencil_structural::qwen_xml_raw(&json!({"type": "integer"})));
+/// ```
+pub fn qwen_xml_raw(property: &Value) -> bool {
+    raw_string(property).is_some()
+}
+
 enum Raw {
     Text,
     Values(Vec<String>),

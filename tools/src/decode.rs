@@ -31,7 +31,20 @@
 //!
 //! # Unconstrained ([`Strategy::Unconstrained`])
 //!
-//! The same prompt, free decoding, the reply read with [`Envelope::parse`]: the baseline.
+//! The same prompt, free decoding, the reply read with [`Envelope::parse`] (or, with a
+//! [`ToolFormat`] other than the envelope, by that format's captures): the baseline.
+//!
+//! # A model family's format ([`ToolCaller::with_format`], [`Strategy::Structural`])
+//!
+//! With a [`ToolFormat`] other than the envelope (recognized from the chat template by
+//! [`ToolCaller::new`], or chosen), the reply is decoded under **one** grammar: the format's
+//! structural tag for the tool choice, parallel calls and reasoning
+//! ([`crate::format::CallSpec`]), whose reasoning budget the decode loop counts
+//! ([`CallOptions::reasoning_budget`]); the reply (its tokens' text, control tokens
+//! included) is then read by the same tag's captures into content, reasoning and calls
+//! ([`ToolTurn`]). The multi-stage and single-grammar strategies are the envelope's: with
+//! another format they decode this way too. [`Strategy::Structural`] decodes the envelope
+//! this way (its structural definition, [`crate::format`]'s `envelope`).
 //!
 //! Whatever the strategy, every call is then checked ([`ToolSet::check`]: a known name,
 //! arguments valid against the schema) and the reply against the tool choice. A failure
@@ -59,8 +72,9 @@ use thiserror::Error;
 
 use crate::call::{CallError, ToolCall};
 use crate::envelope::{name_and_quote, read_name, Envelope, Reply, ToolChoice, CONNECTOR};
+use crate::format::{CallSpec, CompiledFormat, FormatError, ParsedReply, ReasoningMode, ToolFormat};
 use crate::grammar::{self, Opening};
-use crate::prompt::{render_messages, result_message, PromptStyle};
+use crate::prompt::{render_messages, result_message, template_renders_calls, PromptStyle};
 use crate::set::ToolSet;
 use crate::tool::Tools;
 
@@ -74,18 +88,24 @@ pub enum Strategy {
     SingleGrammar,
     /// No grammar: the reply is parsed and validated afterwards (the baseline).
     Unconstrained,
+    /// One structural grammar of the caller's [`ToolFormat`] (what every format but the
+    /// envelope uses for the two strategies above).
+    Structural,
 }
 
 impl std::str::FromStr for Strategy {
     type Err = String;
 
-    /// `multi-stage`, `single-grammar` or `unconstrained`.
+    /// `multi-stage`, `single-grammar`, `unconstrained` or `structural`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "multi-stage" => Ok(Strategy::MultiStage),
             "single-grammar" => Ok(Strategy::SingleGrammar),
             "unconstrained" => Ok(Strategy::Unconstrained),
-            _ => Err(format!("unknown strategy {s:?}: expected multi-stage, single-grammar or unconstrained")),
+            "structural" => Ok(Strategy::Structural),
+            _ => Err(format!(
+                "unknown strategy {s:?}: expected multi-stage, single-grammar, unconstrained or structural"
+            )),
         }
     }
 }
@@ -96,6 +116,7 @@ impl std::fmt::Display for Strategy {
             Strategy::MultiStage => "multi-stage",
             Strategy::SingleGrammar => "single-grammar",
             Strategy::Unconstrained => "unconstrained",
+            Strategy::Structural => "structural",
         })
     }
 }
@@ -128,6 +149,14 @@ pub struct CallOptions {
     /// Speculative decoding for every generation of the reply (default none). A draft
     /// model must be attached to the session ([`Session::attach_draft`]).
     pub speculation: Option<Speculation>,
+    /// Reasoning before the answer, with a [`ToolFormat`]'s grammar (default `None`: what
+    /// [`ToolFormat::reasoning_for`] says of the template and the prompt).
+    pub reasoning: Option<ReasoningMode>,
+    /// Tokens the reasoning may take before its end is forced (default `None`: no bound).
+    pub reasoning_budget: Option<u32>,
+    /// More variables for the chat template (`chat_template_kwargs`: `enable_thinking`,
+    /// …; default none).
+    pub template_kwargs: serde_json::Map<String, Value>,
 }
 
 impl Default for CallOptions {
@@ -140,6 +169,9 @@ impl Default for CallOptions {
             params: SamplingParams::greedy(),
             retries: 0,
             speculation: None,
+            reasoning: None,
+            reasoning_budget: None,
+            template_kwargs: serde_json::Map::new(),
         }
     }
 }
@@ -156,13 +188,19 @@ impl CallOptions {
     }
 }
 
-/// A decoded reply: validated calls, or plain text.
+/// A decoded reply: validated calls, text, reasoning.
 #[derive(Clone, Debug)]
 pub struct ToolTurn {
     /// The calls, in order; each names a tool of the set and its arguments validate.
     pub calls: Vec<ToolCall>,
-    /// The plain-text reply, when the model called nothing (`auto` or `none`).
+    /// Each call's id, in order (9 letters and digits: [`ToolFormat::new_call_id`]).
+    pub call_ids: Vec<String>,
+    /// The text for the user: with the envelope's multi-stage, single-grammar and
+    /// unconstrained decoding, the plain-text reply when the model called nothing; with a
+    /// format's grammar, any text beside the calls too (trimmed, `None` when empty).
     pub content: Option<String>,
+    /// The reasoning, when the reply has some (a format's grammar only).
+    pub reasoning: Option<String>,
     /// The reply as the model wrote it (the envelope text for calls): what goes into the
     /// conversation as the assistant's message.
     pub text: String,
@@ -170,6 +208,8 @@ pub struct ToolTurn {
     pub attempts: usize,
     /// The record of every generation, in order (stages and retries).
     pub records: Vec<GenerationRecord>,
+    /// Whether the chat template renders an assistant's `tool_calls`.
+    structured: bool,
 }
 
 impl ToolTurn {
@@ -181,9 +221,27 @@ impl ToolTurn {
         self.calls.iter().map(ToolCall::parse).collect()
     }
 
-    /// The reply as an assistant message, for the conversation.
+    /// The reply as an assistant message, for the conversation: its content, calls (with
+    /// their ids) and reasoning when the chat template renders `tool_calls`; else the reply
+    /// as the model wrote it.
     pub fn assistant_message(&self) -> ChatMessage {
-        ChatMessage::assistant(self.text.clone())
+        if !self.structured || self.calls.is_empty() {
+            return ChatMessage::assistant(if self.structured {
+                self.content.clone().unwrap_or_default()
+            } else {
+                self.text.clone()
+            });
+        }
+        let calls = self
+            .calls
+            .iter()
+            .zip(&self.call_ids)
+            .map(|(c, id)| stencil_runtime::ChatToolCall::new(id.clone(), c.name.clone(), c.arguments.clone()))
+            .collect();
+        ChatMessage {
+            reasoning_content: self.reasoning.clone(),
+            ..ChatMessage::assistant_calls(self.content.clone().unwrap_or_default(), calls)
+        }
     }
 
     /// Tokens generated over all the reply's generations.
@@ -216,6 +274,10 @@ pub enum ToolError {
     /// An [`Envelope`] whose tags are blank.
     #[error("the envelope's open and close tags must not be blank")]
     BlankEnvelope,
+    /// The tool format cannot be used for the set or the request (a tool name it cannot
+    /// carry, a schema its style cannot write).
+    #[error(transparent)]
+    Format(#[from] FormatError),
     /// The reply is not a valid call (after the retries).
     #[error("{error} (after {attempts} attempt{})", if *.attempts == 1 { "" } else { "s" })]
     InvalidCall {
@@ -264,8 +326,14 @@ pub struct ToolCaller {
     tools: ToolSet,
     style: PromptStyle,
     envelope: Envelope,
+    format: ToolFormat,
+    /// Whether the model's template renders an assistant's `tool_calls` and `tool` results.
+    template_calls: bool,
+    /// The chat template's source (empty without one): what reasoning it has.
+    template: String,
     vocab: Arc<Vocabulary>,
     grammars: Mutex<HashMap<GrammarKey, Arc<CompiledGrammar>>>,
+    formats: Mutex<HashMap<FormatKey, FormatGrammar>>,
 }
 
 impl std::fmt::Debug for ToolCaller {
@@ -273,40 +341,101 @@ impl std::fmt::Debug for ToolCaller {
         f.debug_struct("ToolCaller")
             .field("tools", &self.tools.names().collect::<Vec<_>>())
             .field("style", &self.style)
+            .field("format", &self.format.name())
             .field("envelope", &self.envelope)
             .finish_non_exhaustive()
+    }
+}
+
+/// What a format's grammar is compiled for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FormatKey {
+    choice: ToolChoice,
+    parallel: bool,
+    reasoning: ReasoningMode,
+    budget: Option<u32>,
+}
+
+/// A [`ToolFormat`] compiled for one request shape, and its grammar for the model's
+/// vocabulary ([`ToolCaller::format_grammar`]): what a server's own decode loop needs.
+#[derive(Clone, Debug)]
+pub struct FormatGrammar {
+    /// The compiled format: its structural tag, captures ([`CompiledFormat::read`]) and
+    /// streaming ([`CompiledFormat::stream`]).
+    pub format: Arc<CompiledFormat>,
+    /// Its grammar, compiled for the model's vocabulary.
+    pub grammar: Arc<CompiledGrammar>,
+    /// The reasoning it was compiled for.
+    pub reasoning: ReasoningMode,
+}
+
+impl FormatGrammar {
+    /// `request` constrained by this grammar, its reasoning budget counted.
+    pub fn constrain(&self, mut request: GenerateRequest) -> GenerateRequest {
+        request.grammar = Some(self.grammar.clone());
+        request.constraint_label = format!("tool-format-{}", self.format.format().name());
+        request.structural_tag = Some(self.format.compiled_tag().clone());
+        request
+    }
+}
+
+/// A reply, read: what the checks look at.
+#[derive(Clone, Debug, Default)]
+struct Decoded {
+    content: Option<String>,
+    reasoning: Option<String>,
+    calls: Vec<ToolCall>,
+}
+
+impl From<Reply> for Decoded {
+    fn from(reply: Reply) -> Self {
+        match reply {
+            Reply::Text(t) => Decoded { content: Some(t), ..Decoded::default() },
+            Reply::Calls(calls) => Decoded { calls, ..Decoded::default() },
+        }
     }
 }
 
 /// What one decoding attempt gave.
 struct Attempt {
     text: String,
-    result: Result<Reply, CallError>,
+    result: Result<Decoded, CallError>,
 }
 
 impl ToolCaller {
-    /// A caller for `model`: the prompt style is [`PromptStyle::detect`]ed, the envelope
-    /// is the style's default.
+    /// A caller for `model`: the prompt style is [`PromptStyle::detect`]ed, the format
+    /// [`ToolFormat::detect`]ed from the chat template (else the style's envelope).
     pub fn new(model: &Model, tools: ToolSet) -> Self {
         let style = PromptStyle::detect(model);
+        let template = model.chat_template();
+        let format = template
+            .and_then(|t| ToolFormat::detect(t.source()))
+            .filter(|f| f.check_names(&tools).is_ok())
+            .unwrap_or_else(|| ToolFormat::Envelope(style.default_envelope()));
         ToolCaller {
             tools,
             style,
             envelope: style.default_envelope(),
+            format,
+            template_calls: template.is_some_and(template_renders_calls),
+            template: template.map(|t| t.source().to_string()).unwrap_or_default(),
             vocab: model.vocab().clone(),
             grammars: Mutex::new(HashMap::new()),
+            formats: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Uses `style` (and its default envelope) instead of the detected one.
+    /// Uses `style` (and its default envelope, as the format) instead of the detected one.
     pub fn with_style(mut self, style: PromptStyle) -> Self {
         self.style = style;
         self.envelope = style.default_envelope();
+        self.format = ToolFormat::Envelope(self.envelope.clone());
         self.grammars = Mutex::new(HashMap::new());
+        self.formats = Mutex::new(HashMap::new());
         self
     }
 
-    /// Uses `envelope` for calls.
+    /// Uses `envelope` for calls (as the format).
     ///
     /// # Errors
     /// [`ToolError::BlankEnvelope`] when a tag is blank.
@@ -314,9 +443,27 @@ impl ToolCaller {
         if envelope.open.trim().is_empty() || envelope.close.trim().is_empty() {
             return Err(ToolError::BlankEnvelope);
         }
+        self.format = ToolFormat::Envelope(envelope.clone());
         self.envelope = envelope;
         self.grammars = Mutex::new(HashMap::new());
+        self.formats = Mutex::new(HashMap::new());
         Ok(self)
+    }
+
+    /// Uses `format` for calls (an envelope format also becomes the envelope).
+    ///
+    /// # Errors
+    /// [`ToolError::Format`] when the format cannot carry a tool name of the set;
+    /// [`ToolError::BlankEnvelope`].
+    pub fn with_format(self, format: ToolFormat) -> Result<Self, ToolError> {
+        format.check_names(&self.tools)?;
+        let mut this = match &format {
+            ToolFormat::Envelope(env) => self.with_envelope(env.clone())?,
+            _ => self,
+        };
+        this.format = format;
+        this.formats = Mutex::new(HashMap::new());
+        Ok(this)
     }
 
     /// The tool set.
@@ -329,24 +476,44 @@ impl ToolCaller {
         self.style
     }
 
-    /// The envelope calls are written in.
+    /// The envelope of the multi-stage, single-grammar and unconstrained strategies.
     pub fn envelope(&self) -> &Envelope {
         &self.envelope
     }
 
-    /// The prompt text for `messages` (tools rendered per the style), as the model sees it.
+    /// The format calls are written in.
+    pub fn format(&self) -> &ToolFormat {
+        &self.format
+    }
+
+    /// Whether the chat template renders an assistant's `tool_calls` (then
+    /// [`ToolTurn::assistant_message`] carries them, and tool results are `tool` messages).
+    pub fn template_renders_calls(&self) -> bool {
+        self.template_calls
+    }
+
+    /// The prompt text for `messages` (tools rendered per the style, in the format's
+    /// syntax for the fallback block), as the model sees it. With a template that does not
+    /// render `tool_calls`, an assistant's calls are written in the format after its
+    /// content, and `tool` results become [`result_message`]s.
     ///
     /// # Errors
     /// The chat template's errors.
     pub fn render(&self, model: &Model, messages: &[ChatMessage], options: &CallOptions) -> Result<String, ToolError> {
+        let messages = if self.template_calls {
+            messages.to_vec()
+        } else {
+            crate::prompt::flatten_tool_messages(messages, &self.format, &self.tools)
+        };
         Ok(render_messages(
             model,
             self.style,
             &self.tools,
-            &self.envelope,
-            messages,
+            &self.format,
+            &messages,
             &options.choice,
             options.max_calls(),
+            &options.template_kwargs,
         )?)
     }
 
@@ -354,6 +521,21 @@ impl ToolCaller {
     /// ([`result_message`]).
     pub fn result_message(&self, tool: &str, content: &Value) -> ChatMessage {
         result_message(self.style, tool, content)
+    }
+
+    /// The message giving the result of call `call_id` (a [`ToolTurn::call_ids`] entry) of
+    /// `tool` back to the model: a `tool` message with the call id and the tool's name when
+    /// the template renders tool calls, else [`ToolCaller::result_message`].
+    pub fn tool_result(&self, call_id: &str, tool: &str, content: &Value) -> ChatMessage {
+        if self.template_calls {
+            let text = match content {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            ChatMessage::tool_result(call_id, tool, text)
+        } else {
+            self.result_message(tool, content)
+        }
     }
 
     /// The single grammar of a whole reply for `options` (what [`Strategy::SingleGrammar`]
@@ -367,13 +549,52 @@ impl ToolCaller {
         Ok(grammar::whole_reply(&self.tools, &self.envelope, &allowed, opening, options.max_calls()))
     }
 
-    /// Decodes the assistant's reply to `messages`: calls (validated) or plain text.
+    /// The format's grammar for `options` and a reply to `prompt` (whose end says whether
+    /// the template opened the reasoning, unless `options.reasoning` says): compiled once
+    /// per tool choice, parallel calls and reasoning, and kept. Constrain a request with
+    /// [`FormatGrammar::constrain`], read its reply with [`CompiledFormat::read_ended`] or
+    /// stream it with [`CompiledFormat::stream`], over the text of all its tokens
+    /// ([`crate::format::reply_bytes`]).
+    ///
+    /// # Errors
+    /// [`ToolError::Format`]: the format cannot carry the set or the choice (a named tool
+    /// outside the set, `required` without tools); [`ToolError::Grammar`].
+    pub fn format_grammar(&self, options: &CallOptions, prompt: &str) -> Result<FormatGrammar, ToolError> {
+        let reasoning = options.reasoning.unwrap_or_else(|| self.format.reasoning_for(&self.template, prompt));
+        let key = FormatKey {
+            choice: options.choice.clone(),
+            parallel: options.parallel,
+            reasoning,
+            budget: options.reasoning_budget,
+        };
+        let mut cache = self.formats.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(g) = cache.get(&key) {
+            return Ok(g.clone());
+        }
+        let spec = CallSpec {
+            tools: &self.tools,
+            choice: key.choice.clone(),
+            parallel: key.parallel,
+            reasoning,
+            reasoning_budget: key.budget,
+            vocab: Some(self.vocab.clone()),
+        };
+        let format = Arc::new(self.format.compile(&spec)?);
+        let grammar = CompiledGrammar::new(&format.compiled_tag().grammar, self.vocab.clone()).map_err(|e| {
+            ToolError::Grammar { what: format!("the {} tool format", self.format.name()), source: Box::new(e) }
+        })?;
+        let g = FormatGrammar { format, grammar, reasoning };
+        cache.insert(key, g.clone());
+        Ok(g)
+    }
+
+    /// Decodes the assistant's reply to `messages`: calls (validated), text, reasoning.
     ///
     /// # Errors
     /// [`ToolError::InvalidCall`] when the reply is invalid after the retries (only possible
     /// with unconstrained decoding, a cut reply, or keywords left to validation);
     /// [`ToolError::UnknownTool`], [`ToolError::NoTools`] for a tool choice the set cannot
-    /// meet; runtime and grammar errors.
+    /// meet; [`ToolError::Format`]; runtime and grammar errors.
     pub fn call(
         &self,
         session: &mut Session<'_>,
@@ -381,6 +602,12 @@ impl ToolCaller {
         options: &CallOptions,
     ) -> Result<ToolTurn, ToolError> {
         let (opening, allowed) = self.plan(&options.choice)?;
+        let envelope = matches!(self.format, ToolFormat::Envelope(_));
+        let max_calls = match (envelope, options.strategy) {
+            (true, Strategy::MultiStage | Strategy::SingleGrammar | Strategy::Unconstrained) => options.max_calls(),
+            _ if options.parallel => usize::MAX,
+            _ => 1,
+        };
         let mut conversation = messages.to_vec();
         let mut records = Vec::new();
         let mut attempts = 0;
@@ -388,26 +615,32 @@ impl ToolCaller {
             attempts += 1;
             let model = session.model().ok_or(RuntimeError::NoTokenizer)?;
             let prompt = self.render(model, &conversation, options)?;
-            let attempt = match options.strategy {
-                Strategy::MultiStage => self.multi_stage(session, &prompt, &allowed, opening, options, &mut records)?,
-                Strategy::SingleGrammar => {
+            let attempt = match (envelope, options.strategy) {
+                (true, Strategy::MultiStage) => {
+                    self.multi_stage(session, &prompt, &allowed, opening, options, &mut records)?
+                }
+                (true, Strategy::SingleGrammar) => {
                     self.single_grammar(session, &prompt, &allowed, opening, options, &mut records)?
                 }
-                Strategy::Unconstrained => self.unconstrained(session, &prompt, options, &mut records)?,
-            };
-            let checked =
-                attempt.result.and_then(|reply| self.check_reply(reply, &options.choice, options.max_calls()));
-            match checked {
-                Ok(Reply::Calls(calls)) => {
-                    return Ok(ToolTurn { calls, content: None, text: attempt.text, attempts, records });
+                (true, Strategy::Unconstrained) => self.unconstrained(session, &prompt, options, &mut records)?,
+                (false, Strategy::Unconstrained) => {
+                    self.unconstrained_format(session, &prompt, options, &mut records)?
                 }
-                Ok(Reply::Text(content)) => {
+                _ => self.structural(session, &prompt, options, &mut records)?,
+            };
+            let checked = attempt.result.and_then(|reply| self.check_reply(reply, &options.choice, max_calls));
+            match checked {
+                Ok(decoded) => {
+                    let call_ids = decoded.calls.iter().map(|_| ToolFormat::new_call_id()).collect();
                     return Ok(ToolTurn {
-                        calls: Vec::new(),
-                        content: Some(content),
+                        calls: decoded.calls,
+                        call_ids,
+                        content: decoded.content,
+                        reasoning: decoded.reasoning,
                         text: attempt.text,
                         attempts,
                         records,
+                        structured: self.template_calls,
                     });
                 }
                 Err(error) if attempts <= options.retries => {
@@ -435,16 +668,64 @@ impl ToolCaller {
         })
     }
 
-    /// Checks names and arguments against the set, and the reply against the choice.
-    fn check_reply(&self, reply: Reply, choice: &ToolChoice, max_calls: usize) -> Result<Reply, CallError> {
-        let calls = match reply {
-            Reply::Text(_) if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) => {
-                return Err(CallError::NoCall);
-            }
-            Reply::Text(text) => return Ok(Reply::Text(text)),
-            Reply::Calls(calls) => calls,
+    /// One generation under the format's grammar, read by its captures.
+    fn structural(
+        &self,
+        session: &mut Session<'_>,
+        prompt: &str,
+        options: &CallOptions,
+        records: &mut Vec<GenerationRecord>,
+    ) -> Result<Attempt, ToolError> {
+        let g = self.format_grammar(options, prompt)?;
+        let request = g.constrain(request(prompt.to_string(), &without_stops(&options.params), options));
+        let out = generate(session, request, records)?;
+        Ok(self.read_format(&g.format, &out, &options.choice))
+    }
+
+    /// Free decoding, the reply read by the format's captures (any tool choice, parallel
+    /// calls and optional reasoning: the checks judge the reply).
+    fn unconstrained_format(
+        &self,
+        session: &mut Session<'_>,
+        prompt: &str,
+        options: &CallOptions,
+        records: &mut Vec<GenerationRecord>,
+    ) -> Result<Attempt, ToolError> {
+        let reading = CallOptions {
+            choice: ToolChoice::Auto,
+            parallel: true,
+            reasoning: Some(match self.format.reasoning_for(&self.template, prompt) {
+                ReasoningMode::Open => ReasoningMode::Open,
+                _ => ReasoningMode::Optional,
+            }),
+            reasoning_budget: None,
+            ..options.clone()
         };
-        for call in &calls {
+        let g = self.format_grammar(&reading, prompt)?;
+        let out = generate(session, request(prompt.to_string(), &options.params, options), records)?;
+        Ok(self.read_format(&g.format, &out, &options.choice))
+    }
+
+    /// Reads a generation by a format: a reply cut inside a call (or the reasoning, or
+    /// before a required call) is [`CallError::Truncated`], one the format does not allow
+    /// [`CallError::Malformed`].
+    fn read_format(&self, format: &CompiledFormat, out: &Generation, choice: &ToolChoice) -> Attempt {
+        let bytes = crate::format::reply_bytes(&self.vocab, &out.tokens);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let result = match format.read_ended(&bytes, out.stop_reason == StopReason::Eos) {
+            Err(e) => Err(CallError::Malformed { reason: e.to_string() }),
+            Ok(parsed) => decoded(parsed, choice),
+        };
+        Attempt { text, result }
+    }
+
+    /// Checks names and arguments against the set, and the reply against the choice.
+    fn check_reply(&self, reply: Decoded, choice: &ToolChoice, max_calls: usize) -> Result<Decoded, CallError> {
+        if reply.calls.is_empty() && matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
+            return Err(CallError::NoCall);
+        }
+        let calls = &reply.calls;
+        for call in calls {
             self.tools.check(call)?;
             let allowed = match choice {
                 ToolChoice::None => false,
@@ -458,7 +739,7 @@ impl ToolCaller {
         if calls.len() > max_calls {
             return Err(CallError::TooManyCalls { count: calls.len(), max: max_calls });
         }
-        Ok(Reply::Calls(calls))
+        Ok(reply)
     }
 
     fn compiled(
@@ -526,7 +807,7 @@ impl ToolCaller {
                 }
                 None => {
                     let content = out.text.trim().to_string();
-                    return Ok(Attempt { text: out.text, result: Ok(Reply::Text(content)) });
+                    return Ok(Attempt { text: out.text, result: Ok(Reply::Text(content).into()) });
                 }
             }
         };
@@ -583,7 +864,7 @@ impl ToolCaller {
                 }
             }
         }
-        Ok(Attempt { text, result: Ok(Reply::Calls(calls)) })
+        Ok(Attempt { text, result: Ok(Reply::Calls(calls).into()) })
     }
 
     fn single_grammar(
@@ -622,9 +903,27 @@ impl ToolCaller {
         if opens_call && cut(&out) {
             return truncated(out.text, "in a call");
         }
-        let result = self.envelope.parse(&out.text);
+        let result = self.envelope.parse(&out.text).map(Decoded::from);
         Attempt { text: out.text, result }
     }
+}
+
+/// A reply read by a format, judged: cut inside a call, inside the reasoning or before a
+/// required call, it is [`CallError::Truncated`]; otherwise its finished calls.
+fn decoded(parsed: ParsedReply, choice: &ToolChoice) -> Result<Decoded, CallError> {
+    if !parsed.complete {
+        let wanted = matches!(choice, ToolChoice::Required | ToolChoice::Named(_));
+        if parsed.in_call {
+            return Err(CallError::Truncated("in a call".into()));
+        }
+        if parsed.in_reasoning {
+            return Err(CallError::Truncated("in the reasoning".into()));
+        }
+        if wanted && parsed.calls.is_empty() {
+            return Err(CallError::Truncated("before a call".into()));
+        }
+    }
+    Ok(Decoded { content: parsed.content.clone(), reasoning: parsed.reasoning.clone(), calls: parsed.tool_calls() })
 }
 
 /// The tool name from what stage 1 decoded after the head: the JSON-escaped name and its
@@ -688,7 +987,7 @@ mod tests {
 
     #[test]
     fn strategies_parse_and_print() {
-        for s in [Strategy::MultiStage, Strategy::SingleGrammar, Strategy::Unconstrained] {
+        for s in [Strategy::MultiStage, Strategy::SingleGrammar, Strategy::Unconstrained, Strategy::Structural] {
             assert_eq!(s.to_string().parse::<Strategy>(), Ok(s));
         }
         assert!("fast".parse::<Strategy>().is_err());

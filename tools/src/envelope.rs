@@ -36,7 +36,7 @@ use serde_json::Value;
 use crate::call::{CallError, ToolCall};
 
 /// How calls are written in a reply. See the [module documentation](self).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Envelope {
     /// Starts a call; its first character must not be whitespace.
     pub open: String,
@@ -202,7 +202,7 @@ fn call_from_json(n: usize, value: Value) -> Result<ToolCall, CallError> {
 /// assert_eq!("get_weather".parse::<ToolChoice>(), Ok(ToolChoice::Named("get_weather".into())));
 /// assert_eq!(ToolChoice::Required.to_string(), "required");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ToolChoice {
     /// The model chooses: plain text, or calls.
     #[default]

@@ -82,6 +82,7 @@
 mod call;
 pub mod decode;
 pub mod envelope;
+pub mod format;
 mod grammar;
 pub mod prompt;
 mod set;
@@ -91,6 +92,7 @@ mod tool;
 pub use call::{CallError, ToolCall};
 pub use decode::{CallOptions, Strategy, ToolCaller, ToolError, ToolTurn};
 pub use envelope::{Envelope, Reply, ToolChoice};
+pub use format::{CompiledFormat, ToolFormat};
 pub use prompt::PromptStyle;
 pub use set::{NameError, ToolEntry, ToolSet, ToolSetError};
 pub use stencil_derive::Tool;

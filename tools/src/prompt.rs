@@ -33,6 +33,7 @@ use stencil_runtime::chat::ChatTemplate;
 use stencil_runtime::{ChatMessage, Model, RuntimeError};
 
 use crate::envelope::{Envelope, ToolChoice};
+use crate::format::{ReplyParts, ToolFormat};
 use crate::set::ToolSet;
 
 /// How tool definitions reach the model.
@@ -106,6 +107,25 @@ pub fn template_renders_tools(template: &ChatTemplate) -> bool {
 /// # Ok::<(), stencil_tools::ToolSetError>(())
 /// ```
 pub fn tool_instructions(tools: &ToolSet, envelope: &Envelope, choice: &ToolChoice, max_calls: usize) -> String {
+    format_instructions(tools, &ToolFormat::Envelope(envelope.clone()), choice, max_calls)
+}
+
+/// [`tool_instructions`] for any [`ToolFormat`]: for the envelope exactly that block; for
+/// another format, how to call a tool is its [`ToolFormat::example`]:
+///
+/// ```text
+/// To call a tool, reply in this form, with the tool's name for TOOL_NAME and its arguments:
+/// [TOOL_CALLS]TOOL_NAME[ARGS]{"ARGUMENT": "VALUE"}
+/// ```
+///
+/// ```
+/// use stencil_tools::{format::ToolFormat, prompt::format_instructions, ToolChoice, ToolSet};
+/// let tools = ToolSet::from_openai_json(r#"[{"type": "function", "function": {"name": "now"}}]"#)?;
+/// let text = format_instructions(&tools, &ToolFormat::QwenXml, &ToolChoice::Required, 1);
+/// assert!(text.contains("<tool_call>\n<function=TOOL_NAME>\n<parameter=ARGUMENT>\nVALUE\n</parameter>\n</function>\n</tool_call>"), "{text}");
+/// # Ok::<(), stencil_tools::ToolSetError>(())
+/// ```
+pub fn format_instructions(tools: &ToolSet, format: &ToolFormat, choice: &ToolChoice, max_calls: usize) -> String {
     if *choice == ToolChoice::None {
         return String::new();
     }
@@ -117,12 +137,23 @@ pub fn tool_instructions(tools: &ToolSet, envelope: &Envelope, choice: &ToolChoi
         text.push_str(&spaced_json(&line));
         text.push('\n');
     }
-    text.push_str("\nTo call a tool, reply with one line per call and nothing else, in this form:\n");
-    text.push_str(&format!(
-        "{}{{\"name\": \"<tool name>\", \"arguments\": <the arguments as a JSON object>}}{}\n",
-        envelope.open.trim(),
-        envelope.close.trim()
-    ));
+    match format {
+        ToolFormat::Envelope(envelope) => {
+            text.push_str("\nTo call a tool, reply with one line per call and nothing else, in this form:\n");
+            text.push_str(&format!(
+                "{}{{\"name\": \"<tool name>\", \"arguments\": <the arguments as a JSON object>}}{}\n",
+                envelope.open.trim(),
+                envelope.close.trim()
+            ));
+        }
+        format => {
+            text.push_str(
+                "\nTo call a tool, reply in this form, with the tool's name for TOOL_NAME and its arguments:\n",
+            );
+            text.push_str(&format.example());
+            text.push('\n');
+        }
+    }
     text.push_str(&if max_calls > 1 {
         format!("You may make up to {max_calls} calls, one per line.\n")
     } else {
@@ -175,14 +206,16 @@ pub fn with_tool_block(messages: &[ChatMessage], block: &str) -> Vec<ChatMessage
 ///
 /// # Errors
 /// The template's rendering errors.
+#[allow(clippy::too_many_arguments)]
 pub fn render_messages(
     model: &Model,
     style: PromptStyle,
     tools: &ToolSet,
-    envelope: &Envelope,
+    format: &ToolFormat,
     messages: &[ChatMessage],
     choice: &ToolChoice,
     max_calls: usize,
+    template_kwargs: &serde_json::Map<String, Value>,
 ) -> Result<String, RuntimeError> {
     let openai = tools.to_openai_json();
     let (messages, template_tools) = match style {
@@ -190,13 +223,61 @@ pub fn render_messages(
             (messages.to_vec(), (*choice != ToolChoice::None && !tools.is_empty()).then_some(&openai))
         }
         PromptStyle::Fallback => {
-            (with_tool_block(messages, &tool_instructions(tools, envelope, choice, max_calls)), None)
+            (with_tool_block(messages, &format_instructions(tools, format, choice, max_calls)), None)
         }
     };
     match model.chat_template() {
-        Some(template) => template.render(&messages, true, template_tools),
+        Some(template) => template.render_with(&messages, true, template_tools, template_kwargs),
         None => Ok(plain_text(&messages)),
     }
+}
+
+/// Whether `template` renders an assistant's `tool_calls`: a conversation whose assistant
+/// calls a probe tool (and gets its result) renders with the probe's name (a template that
+/// fails does not).
+///
+/// ```
+/// use stencil_runtime::chat::ChatTemplate;
+/// use stencil_tools::prompt::template_renders_calls;
+/// let plain = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", "", "").unwrap();
+/// assert!(!template_renders_calls(&plain));
+/// let calls = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% for c in m.tool_calls %}{{ c.function.name }}{% endfor %}{% endfor %}", "", "").unwrap();
+/// assert!(template_renders_calls(&calls));
+/// ```
+pub fn template_renders_calls(template: &ChatTemplate) -> bool {
+    use stencil_runtime::ChatToolCall;
+    let id = "pr0be1d42";
+    let messages = [
+        ChatMessage::user("Hello"),
+        ChatMessage::assistant_calls("", vec![ChatToolCall::new(id, "probe_tool_name", json!({}))]),
+        ChatMessage::tool_result(id, "probe_tool_name", "done"),
+    ];
+    matches!(template.render(&messages, true, None), Ok(text) if text.contains("probe_tool_name"))
+}
+
+/// `messages` for a template that does not render `tool_calls`: an assistant's calls are
+/// written in `format` after its content (with the envelope's text when the format cannot
+/// write them), and `tool` results become [`result_message`]s of the fallback style.
+pub fn flatten_tool_messages(messages: &[ChatMessage], format: &ToolFormat, tools: &ToolSet) -> Vec<ChatMessage> {
+    messages
+        .iter()
+        .map(|m| {
+            if !m.tool_calls.is_empty() {
+                let calls: Vec<crate::ToolCall> =
+                    m.tool_calls.iter().map(|c| crate::ToolCall::new(c.name.clone(), c.arguments.clone())).collect();
+                let parts = ReplyParts { content: Some(m.content.clone()), ..ReplyParts::default() };
+                let text = format
+                    .write(tools, &parts, &calls)
+                    .unwrap_or_else(|_| format!("{}{}", m.content, Envelope::fallback().write(&calls)));
+                ChatMessage::assistant(text)
+            } else if m.role == "tool" {
+                let content = serde_json::from_str(&m.content).unwrap_or_else(|_| Value::String(m.content.clone()));
+                result_message(PromptStyle::Fallback, m.name.as_deref().unwrap_or(""), &content)
+            } else {
+                m.clone()
+            }
+        })
+        .collect()
 }
 
 fn plain_text(messages: &[ChatMessage]) -> String {
