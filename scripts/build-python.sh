@@ -27,7 +27,7 @@ fi
 STAMP="$VENV/.stencil-requirements"
 if ! cmp -s "$REQUIREMENTS" "$STAMP"; then
     echo "== python: installing $REQUIREMENTS into $VENV (first run: a few minutes)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -r "$REQUIREMENTS"
     cp "$REQUIREMENTS" "$STAMP"
 fi
 

@@ -22,7 +22,7 @@ VENV="$VENV" REQUIREMENTS=python/requirements-vllm.txt scripts/build-python.sh
 STAMP="$VENV/.stencil-sglang"
 if ! cmp -s python/requirements-sglang.txt "$STAMP" || [ "$VENV/.stencil-requirements" -nt "$STAMP" ]; then
     echo "== python (engines): installing python/requirements-sglang.txt into $VENV (--no-deps)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r python/requirements-sglang.txt
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps -r python/requirements-sglang.txt
     cp python/requirements-sglang.txt "$STAMP"
 fi
 
