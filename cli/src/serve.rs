@@ -49,6 +49,15 @@ pub struct ServeArgs {
     /// Seconds in-flight requests may run after SIGINT/SIGTERM before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     shutdown_timeout: f64,
+    /// The tool-call format of requests without `tool_format` (default: recognized from the
+    /// chat template, else the envelope): hermes, qwen3-coder, llama3, llama3-python-tag,
+    /// mistral, mistral-args, harmony, deepseek-v3.1 or envelope.
+    #[arg(long, value_name = "NAME")]
+    tool_format: Option<String>,
+    /// The most tokens a reply's reasoning may take, for requests without
+    /// `reasoning_budget`; the grammar then closes the reasoning.
+    #[arg(long, value_name = "N")]
+    reasoning_budget: Option<u32>,
     /// Speculation for requests that do not choose (their `speculation` field can also
     /// pick `prompt-lookup`, or `draft-model` when a draft model is loaded, or `none`).
     #[command(flatten)]
@@ -81,6 +90,8 @@ pub fn run(args: &ServeArgs) -> Result<ExitCode, CliError> {
     config.speculation = args.speculation.speculation()?;
     config.draft_model = args.speculation.draft_model.clone();
     config.flash_attention = args.speculation.flash_attention()?;
+    config.tool_format = args.tool_format.clone();
+    config.reasoning_budget = args.reasoning_budget;
     stencil_server::serve(config).map_err(server)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! The wire types: requests and responses of the OpenAI API, as far as the server speaks it,
 //! plus Stencil's extension fields (`grammar`, `regex`, `preset`, `repetition_penalty`,
-//! `top_k`, `min_p`, `speculation`).
+//! `top_k`, `min_p`, `speculation`, `tool_format`, `reasoning_budget`).
 //!
 //! Requests refuse unknown fields (a misspelt `max_token` is a 400 naming it, not a silently
 //! ignored setting: [`unknown_field`], since the two structs read from one object,
@@ -42,9 +42,28 @@ pub struct ChatCompletionRequest {
     /// `none`, `auto` (default), `required`, or `{"type": "function", "function": {"name"}}`.
     #[serde(default)]
     pub tool_choice: Option<Value>,
-    /// Several calls in one reply (default true; at most 4).
+    /// Several calls in one reply (default true); false: one call, by the grammar.
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
+    /// Stencil: the tool-call format of the reply (`hermes`, `qwen3-coder`, `llama3`,
+    /// `mistral`, `harmony`, …: `stencil_tools::format::FORMAT_NAMES`); default the
+    /// server's `--tool-format`, else the one recognized from the chat template, else the
+    /// envelope.
+    #[serde(default)]
+    pub tool_format: Option<String>,
+    /// Variables for the chat template (`enable_thinking`, `reasoning_effort`, …), as vLLM
+    /// and SGLang take them.
+    #[serde(default)]
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+    /// Stencil: reasoning before a reply with tools, in the format's markers: `off`,
+    /// `optional` or `required` (default: as the chat template and the rendered prompt
+    /// say — `<think>` opened by the prompt, closed, or mentioned by the template).
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    /// Stencil: the most tokens the reasoning of a reply with tools may take (default the
+    /// server's `--reasoning-budget`); the grammar then closes it.
+    #[serde(default)]
+    pub reasoning_budget: Option<u32>,
 }
 
 /// `POST /v1/completions` (the legacy text completion).
@@ -257,6 +276,9 @@ pub struct RequestMessage {
     /// The call a `tool` message answers.
     #[serde(default)]
     pub tool_call_id: Option<String>,
+    /// An earlier assistant message's reasoning (for templates that render it).
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
 }
 
 /// A message's `content`.
@@ -346,11 +368,14 @@ pub struct ChatChoice {
 pub struct ResponseMessage {
     /// `assistant`.
     pub role: &'static str,
-    /// The text (null when the reply is tool calls).
+    /// The text (null when a reply with tools has only calls).
     pub content: Option<String>,
+    /// The reasoning, apart from the content (a reply with tools whose format reasons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// Always null.
     pub refusal: Option<String>,
-    /// The tool calls, when the reply is calls.
+    /// The tool calls, when the reply has calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallOut>>,
 }
@@ -358,7 +383,8 @@ pub struct ResponseMessage {
 /// One tool call of a reply.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ToolCallOut {
-    /// `call_...`, for the `tool` message that answers it.
+    /// The call's id (9 letters and digits, as Mistral's templates want), for the `tool`
+    /// message that answers it.
     pub id: String,
     /// `function`.
     #[serde(rename = "type")]
@@ -483,6 +509,9 @@ pub struct Delta {
     /// New text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// New reasoning text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// Pieces of tool calls, as they are decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
@@ -570,6 +599,10 @@ pub const CHAT_FIELDS: &[&str] = &[
     "tools",
     "tool_choice",
     "parallel_tool_calls",
+    "tool_format",
+    "chat_template_kwargs",
+    "reasoning",
+    "reasoning_budget",
 ];
 
 /// The top-level fields of `/v1/completions` requests.

@@ -11,6 +11,7 @@ use stencil_grammar::{Expr, Grammar};
 use stencil_mask::{CompiledGrammar, Vocabulary};
 use stencil_schema::{SchemaOptions, Unenforced};
 use stencil_structural::CompiledTag;
+use stencil_tools::format::{CompiledFormat, FormatError, ReasoningMode, ToolFormat};
 use stencil_tools::{CallOptions, ToolCaller, ToolChoice, ToolError, ToolSet};
 
 use crate::error::ApiError;
@@ -73,8 +74,9 @@ impl ConstraintSpec {
     }
 }
 
-/// A reply with tools, before compiling: the tools it may call, and how (the grammar of
-/// the whole reply, calls or text, comes from [`compile_tools`]).
+/// A reply with tools, before compiling: the tools it may call, how, and in which format
+/// (the caller from [`compile_tools`]; the grammar of the whole reply, text, reasoning and
+/// calls, from [`stencil_tools::ToolCaller::format_grammar`] once the prompt is rendered).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
     /// The OpenAI tool list (possibly empty).
@@ -83,26 +85,44 @@ pub struct ToolSpec {
     pub choice: ToolChoice,
     /// `parallel_tool_calls` (OpenAI's default: true).
     pub parallel: bool,
+    /// The tool-call format's name (`tool_format`, else the server's `--tool-format`);
+    /// `None`: the one recognized from the chat template, else the envelope.
+    pub format: Option<String>,
+    /// Reasoning before the reply (`reasoning`); `None`: as the template and prompt say.
+    pub reasoning: Option<ReasoningMode>,
+    /// The most tokens the reasoning may take (`reasoning_budget`).
+    pub reasoning_budget: Option<u32>,
 }
 
 impl ToolSpec {
-    /// How the reply is decoded: up to 4 calls with `parallel`, else 1; the reply as one
-    /// grammar (the calls' names from the closed set, each call's arguments under its
-    /// tool's schema, or plain text under `auto`).
+    /// How the reply is decoded: any number of calls with `parallel` (up to
+    /// [`CallOptions::max_parallel_calls`]), else one, each under its tool's schema;
+    /// text beside them under `auto`; the reasoning within its budget.
     ///
     /// ```
     /// use stencil_server::constraint::ToolSpec;
     /// use stencil_tools::ToolChoice;
-    /// let spec = ToolSpec { tools: serde_json::json!([]), choice: ToolChoice::Auto, parallel: false };
-    /// assert!(!spec.call_options().parallel);
+    /// let spec = ToolSpec { tools: serde_json::json!([]), choice: ToolChoice::Auto, parallel: false,
+    ///                       format: None, reasoning: None, reasoning_budget: Some(64) };
+    /// let options = spec.call_options();
+    /// assert!(!options.parallel);
+    /// assert_eq!(options.reasoning_budget, Some(64));
     /// ```
     pub fn call_options(&self) -> CallOptions {
-        CallOptions { choice: self.choice.clone(), parallel: self.parallel, ..CallOptions::default() }
+        let empty = self.tools.as_array().map_or(true, Vec::is_empty);
+        CallOptions {
+            choice: if empty { ToolChoice::None } else { self.choice.clone() },
+            parallel: self.parallel,
+            reasoning: self.reasoning,
+            reasoning_budget: self.reasoning_budget,
+            ..CallOptions::default()
+        }
     }
 
-    /// The cache key: the choice, the parallel flag and the tools.
+    /// The cache key of the caller: the format and the tools (each caller keeps its
+    /// grammars per choice, parallel flag, reasoning and budget).
     fn key(&self) -> String {
-        format!("tools\0{:?}\0{}\0{}", self.choice, self.parallel, self.tools)
+        format!("tools\0{}\0{}", self.format.as_deref().unwrap_or(""), self.tools)
     }
 }
 
@@ -122,6 +142,9 @@ pub struct Constraint {
     /// For a structural tag: the compiled tag (its reasoning budgets, counted by the
     /// decode loop).
     pub tag: Option<Arc<CompiledTag>>,
+    /// For tool calls: the format compiled for this request, which reads the reply back
+    /// (content, reasoning, calls) whole or streamed, from the grammar's own captures.
+    pub format: Option<Arc<CompiledFormat>>,
 }
 
 impl Constraint {
@@ -201,33 +224,62 @@ pub fn compile(spec: &ConstraintSpec, vocab: &Arc<Vocabulary>) -> Result<Option<
         };
         ApiError::invalid(format!("the {what} cannot be compiled: {e}"), param).with_code(code)
     })?;
-    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None, tag }))
+    Ok(Some(Constraint { grammar: Some(compiled), label: spec.label(), schema, tools: None, tag, format: None }))
 }
 
-/// The tool caller for `spec` and, unless the choice is `none` or there are no tools,
-/// the grammar of the whole reply.
+/// The tool caller for `spec`: its tools, its format (the one asked for, else recognized
+/// from the chat template, else the envelope) and the prompt style. The reply's grammar
+/// depends on the rendered prompt (whether the template opened the reasoning): see
+/// [`crate::request::build`].
 ///
 /// # Errors
 ///
 /// A 400 for a tool list that is not OpenAI's shape or whose parameter schemas do not
-/// compile (param `tools`), or a `tool_choice` naming no tool of the list.
+/// compile (param `tools`), an unknown format (param `tool_format`), or a tool name the
+/// format cannot carry (param `tools`).
 pub fn compile_tools(spec: &ToolSpec, model: &stencil_runtime::Model) -> Result<Constraint, ApiError> {
     let set = ToolSet::from_openai_value(&spec.tools)
         .map_err(|e| ApiError::invalid(format!("invalid tools: {e}"), Some("tools")).with_code("invalid_tools"))?;
-    let caller = Arc::new(ToolCaller::new(model, set));
-    let grammar = if caller.tools().is_empty() || spec.choice == ToolChoice::None {
-        None
-    } else {
-        let grammar = caller.reply_grammar(&spec.call_options()).map_err(|e| match e {
-            ToolError::UnknownTool(_) | ToolError::NoTools(_) => ApiError::invalid(e.to_string(), Some("tool_choice")),
-            other => ApiError::invalid(other.to_string(), Some("tools")),
-        })?;
-        Some(CompiledGrammar::new(&grammar, model.vocab().clone()).map_err(|e| {
-            ApiError::invalid(format!("the tools' grammar cannot be compiled: {e}"), Some("tools"))
-                .with_code("invalid_tools")
-        })?)
-    };
-    Ok(Constraint { grammar, label: "tools", schema: None, tools: Some(caller), tag: None })
+    let mut caller = ToolCaller::new(model, set);
+    if let Some(name) = &spec.format {
+        let format: ToolFormat =
+            name.parse().map_err(|e: FormatError| ApiError::invalid(e.to_string(), Some("tool_format")))?;
+        caller = caller
+            .with_format(format)
+            .map_err(|e| ApiError::invalid(e.to_string(), Some("tools")).with_code("invalid_tools"))?;
+    }
+    Ok(Constraint {
+        grammar: None,
+        label: "tools",
+        schema: None,
+        tools: Some(Arc::new(caller)),
+        tag: None,
+        format: None,
+    })
+}
+
+/// The constraint of one reply with tools: `caller`'s format compiled for `options` and the
+/// rendered `prompt` (cached in the caller).
+///
+/// # Errors
+///
+/// A 400 for a `tool_choice` the tools cannot meet (param `tool_choice`) or a format that
+/// cannot be compiled for them (param `tools`).
+pub fn tool_reply(caller: &Arc<ToolCaller>, options: &CallOptions, prompt: &str) -> Result<Constraint, ApiError> {
+    let compiled = caller.format_grammar(options, prompt).map_err(|e| match e {
+        ToolError::Format(FormatError::UnknownTool(_) | FormatError::NoTools(_))
+        | ToolError::UnknownTool(_)
+        | ToolError::NoTools(_) => ApiError::invalid(e.to_string(), Some("tool_choice")),
+        other => ApiError::invalid(other.to_string(), Some("tools")).with_code("invalid_tools"),
+    })?;
+    Ok(Constraint {
+        grammar: Some(compiled.grammar.clone()),
+        label: "tools",
+        schema: None,
+        tools: Some(caller.clone()),
+        tag: Some(compiled.format.compiled_tag().clone()),
+        format: Some(compiled.format),
+    })
 }
 
 /// Compiled constraints by content: a repeated schema, grammar or regex is compiled once.

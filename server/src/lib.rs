@@ -41,13 +41,18 @@
 //! `grammar` (GBNF) and `regex`.
 //!
 //! Tools: `tools`, `tool_choice` (`auto`, `none`, `required`, a named function) and
-//! `parallel_tool_calls` (up to 4 calls), through `stencil-tools`: the prompt lists the
-//! tools (the chat template's own tool support or the fallback block), earlier calls and
-//! `tool` results are rendered into the conversation, and the reply is decoded under one
-//! grammar (names from the closed set, each call's arguments under its tool's schema, or
-//! plain text under `auto`), then read back into `tool_calls` with `finish_reason:
-//! "tool_calls"`. A streamed reply with tools sends its calls (or its text) whole once
-//! decoded.
+//! `parallel_tool_calls`, through `stencil-tools`, in a model family's tool format (the
+//! extension field `tool_format`, else `--tool-format`, else the format recognized from
+//! the chat template, else the envelope: `stencil_tools::format`). The prompt lists the
+//! tools (the chat template's own tool support or the fallback block), earlier calls (with
+//! their ids) and `tool` results are rendered into the conversation, and the reply is
+//! decoded under the format's one grammar (reasoning first where the format and the
+//! `reasoning` field or the template ask for it, within `reasoning_budget` tokens; text
+//! with calls after the format's trigger under `auto`; names from the closed set, each
+//! call's arguments under its tool's schema), then read back by that grammar's captures
+//! into `content`, `reasoning_content` and `tool_calls` (`finish_reason: "tool_calls"`).
+//! Streamed, the same reading sends reasoning, text, each call's id and name, then its
+//! arguments, as they are decoded. `chat_template_kwargs` reaches the chat template.
 //!
 //! Speculative decoding: the extension field `speculation` (`"prompt-lookup"`,
 //! `"draft-model"` when the server has a draft model, or `"none"`) overrides the server's
@@ -129,6 +134,13 @@ pub struct ServerConfig {
     pub draft_model: Option<PathBuf>,
     /// llama.cpp's flash attention (default auto; see [`FlashAttention`]).
     pub flash_attention: FlashAttention,
+    /// The tool-call format of requests without `tool_format` (a name of
+    /// `stencil_tools::format::FORMAT_NAMES`); default: the one recognized from the chat
+    /// template, else the envelope.
+    pub tool_format: Option<String>,
+    /// The most tokens a reply's reasoning may take, for requests without
+    /// `reasoning_budget` (default none).
+    pub reasoning_budget: Option<u32>,
 }
 
 impl ServerConfig {
@@ -150,6 +162,8 @@ impl ServerConfig {
             speculation: None,
             draft_model: None,
             flash_attention: FlashAttention::Auto,
+            tool_format: None,
+            reasoning_budget: None,
         }
     }
 
@@ -186,6 +200,10 @@ impl ServerConfig {
         }
         if matches!(self.speculation, Some(Speculation::DraftModel(_))) && self.draft_model.is_none() {
             return Err(ServerError::Config("draft-model speculation needs --draft-model".into()));
+        }
+        if let Some(name) = &self.tool_format {
+            name.parse::<stencil_tools::ToolFormat>()
+                .map_err(|e| ServerError::Config(format!("--tool-format: {e}")))?;
         }
         if let Some(draft) = self.draft_model.as_deref().filter(|d| !d.is_file()) {
             return Err(ServerError::Config(format!("--draft-model {}: no such file", draft.display())));
@@ -245,6 +263,8 @@ impl AppState {
             max_tokens_limit: self.config.max_tokens_limit,
             speculation: self.config.speculation.clone(),
             has_draft: self.config.draft_model.is_some(),
+            tool_format: self.config.tool_format.clone(),
+            reasoning_budget: self.config.reasoning_budget,
         }
     }
 

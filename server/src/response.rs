@@ -3,9 +3,11 @@
 //!
 //! Each finished completion is read back once ([`Finished`]): its finish reason, its
 //! `logprobs`, and under a constraint its schema's `validation_errors` or, with tools,
-//! its calls (a reply cut short reads as a stream of the same text sends it, so a streamed
-//! reply and a whole one agree). A streamed reply with tools sends its text, or each
-//! call's name and then its arguments, as deltas while it is decoded ([`ToolDeltas`]).
+//! its content, reasoning and calls. A reply with tools is read by its tool format's
+//! captures ([`ToolDeltas`], over `stencil_tools::format::ToolStream`): streamed, its
+//! reasoning, text and each call's name and arguments go out as deltas while it is
+//! decoded; whole, it is the same deltas over the whole reply put together, so a streamed
+//! reply and a whole one agree, cut or not.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,14 +20,15 @@ use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
 use stencil_runtime::{Generation, Model, StopReason};
-use stencil_tools::{Reply, ReplyStream, StreamEvent};
+use stencil_tools::format::{reply_bytes, CompiledFormat, ParsedReply, ToolEvent, ToolStream};
+use stencil_tools::ToolSet;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::api::{
     ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice,
-    CompletionTokensDetails, Delta, FunctionCall, FunctionDelta, LegacyLogprobs, ResponseMessage, TokenLogprob,
-    ToolCallDelta, ToolCallOut, Usage,
+    CompletionTokensDetails, Delta, FunctionCall, LegacyLogprobs, ResponseMessage, TokenLogprob, ToolCallDelta,
+    ToolCallOut, Usage,
 };
 use crate::constraint::Constraint;
 use crate::engine::{runtime_error, Event};
@@ -81,7 +84,12 @@ impl Answer {
 struct Finished {
     /// The text (for tool calls, the reply's text as decoded).
     text: String,
-    /// The reply's calls, when it is calls.
+    /// The message's `content`: the text, or with tools the text beside the calls (null
+    /// when there is none).
+    content: Option<String>,
+    /// With tools: the reasoning, apart.
+    reasoning: Option<String>,
+    /// The reply's calls, when it has calls.
     tool_calls: Option<Vec<ToolCallOut>>,
     finish_reason: &'static str,
     logprobs: Option<Vec<TokenInfo>>,
@@ -114,71 +122,61 @@ impl Described {
     }
 }
 
-impl Finished {
-    /// The message's `content`: null for calls.
-    fn content(&self) -> Option<String> {
-        match self.tool_calls {
-            Some(_) => None,
-            None => Some(self.text.clone()),
-        }
-    }
+/// A reply with tools, read whole: the deltas a stream of the same bytes sends
+/// ([`ToolDeltas`]), put together; the calls checked against their tools once the reply
+/// ended by itself (`stop`).
+struct ToolReply {
+    content: Option<String>,
+    reasoning: Option<String>,
+    calls: Option<Vec<ToolCallOut>>,
+    errors: Vec<String>,
 }
 
-/// A tool reply read back: its calls (checked against the tools' schemas), or its text.
-fn read_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<ToolCallOut>>, String, Vec<String>) {
-    match caller.envelope().parse(text) {
-        Ok(Reply::Calls(calls)) => {
-            let errors = calls.iter().filter_map(|c| caller.tools().check(c).err()).map(|e| e.to_string()).collect();
-            // The arguments as the model wrote them (as a stream sends them), when read.
-            let mut written = ReplyStream::arguments_texts(caller.envelope(), text).into_iter();
-            let calls = calls
-                .into_iter()
-                .map(|c| {
-                    let text =
-                        written.next().filter(|t| serde_json::from_str::<Value>(t).ok().as_ref() == Some(&c.arguments));
-                    ToolCallOut {
-                        id: new_id("call").replacen('-', "_", 1),
+impl ToolReply {
+    fn read(format: &Arc<CompiledFormat>, tools: &ToolSet, bytes: &[u8], by_eos: bool, stopped: bool) -> Self {
+        let mut reader = ToolDeltas::new(format);
+        let mut deltas: Vec<Delta> = reader.push(bytes).into_iter().collect();
+        let (last, parsed) = reader.finish(by_eos);
+        deltas.extend(last);
+        let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::<ToolCallOut>::new());
+        for d in deltas {
+            content.push_str(d.content.as_deref().unwrap_or(""));
+            reasoning.push_str(d.reasoning_content.as_deref().unwrap_or(""));
+            for c in d.tool_calls.unwrap_or_default() {
+                match (calls.get_mut(c.index), c.id) {
+                    (Some(call), _) => call.function.arguments.push_str(&c.function.arguments),
+                    (None, Some(id)) => calls.push(ToolCallOut {
+                        id,
                         kind: "function",
                         function: FunctionCall {
-                            name: c.name,
-                            arguments: text.unwrap_or_else(|| c.arguments.to_string()),
+                            name: c.function.name.unwrap_or_default(),
+                            arguments: c.function.arguments,
                         },
-                    }
-                })
-                .collect();
-            (Some(calls), text.to_string(), errors)
-        }
-        Ok(Reply::Text(t)) => (None, t, Vec::new()),
-        Err(e) => (None, text.to_string(), vec![e.to_string()]),
-    }
-}
-
-/// A tool reply cut short (`max_tokens`, the context): exactly what a stream of the same
-/// text sends ([`ReplyStream`]) — its text, its whole calls, and the call it was writing
-/// with its name and the arguments written so far (its JSON unfinished; `finish_reason`
-/// says `length`). So a streamed reply and a whole one agree, cut or not.
-fn read_cut_calls(caller: &stencil_tools::ToolCaller, text: &str) -> (Option<Vec<ToolCallOut>>, String, Vec<String>) {
-    // (Plain text too reads as the stream sends it: the reply's leading and trailing blanks left out.)
-    let mut stream = ReplyStream::new(caller.envelope().clone());
-    let mut events = stream.push(text);
-    events.extend(stream.finish());
-    let (mut content, mut calls) = (String::new(), Vec::<ToolCallOut>::new());
-    for event in events {
-        match event {
-            StreamEvent::Text(t) => content.push_str(&t),
-            StreamEvent::Call { name, .. } => calls.push(ToolCallOut {
-                id: new_id("call").replacen('-', "_", 1),
-                kind: "function",
-                function: FunctionCall { name, arguments: String::new() },
-            }),
-            StreamEvent::Arguments { index, text } => {
-                if let Some(call) = calls.get_mut(index) {
-                    call.function.arguments.push_str(&text);
+                    }),
+                    (None, None) => {}
                 }
             }
         }
+        let errors = match (&parsed, stopped) {
+            (_, false) => Vec::new(),
+            (Some(p), true) => p
+                .calls
+                .iter()
+                .filter_map(|c| match c.complete {
+                    true => tools.check(&c.call()).err().map(|e| e.to_string()),
+                    false => Some(format!("the call of {} is unfinished", c.name)),
+                })
+                .collect(),
+            (None, true) => vec![format!("the reply is not in the {} tool format", format.format().name())],
+        };
+        let text = |s: String| (!s.is_empty()).then_some(s);
+        ToolReply {
+            content: text(content),
+            reasoning: text(reasoning),
+            calls: (!calls.is_empty()).then_some(calls),
+            errors,
+        }
     }
-    ((!calls.is_empty()).then_some(calls), content, Vec::new())
 }
 
 fn finish_reason(stop: &StopReason) -> &'static str {
@@ -208,18 +206,23 @@ fn finished(g: &Generation, answer: &Answer, model: &Model) -> Finished {
             .collect()
     });
     // A completion cut short is not JSON yet: `length` says so, validation would only repeat it.
-    let tools = answer.constraint.as_ref().and_then(|c| c.tools.as_deref());
-    let (tool_calls, text, validation_errors) = match (&answer.constraint, tools) {
-        (Some(_), Some(caller)) if finish_reason == "stop" => read_calls(caller, &g.text),
-        (Some(_), Some(caller)) => read_cut_calls(caller, &g.text),
-        (Some(c), None) if finish_reason == "stop" => (None, g.text.clone(), c.validation_errors(&g.text)),
-        _ => (None, g.text.clone(), Vec::new()),
+    let stopped = finish_reason == "stop";
+    let tools = answer.constraint.as_ref().and_then(|c| Some((c.format.as_ref()?, c.tools.as_deref()?)));
+    let (content, reasoning, tool_calls, validation_errors) = match (&answer.constraint, tools) {
+        (_, Some((format, caller))) => {
+            let bytes = reply_bytes(model.vocab(), &g.tokens);
+            let by_eos = g.stop_reason == StopReason::Eos;
+            let r = ToolReply::read(format, caller.tools(), &bytes, by_eos, stopped);
+            (r.content, r.reasoning, r.calls, r.errors)
+        }
+        (Some(c), None) if stopped => (Some(g.text.clone()), None, None, c.validation_errors(&g.text)),
+        _ => (Some(g.text.clone()), None, None, Vec::new()),
     };
     if !validation_errors.is_empty() {
         tracing::warn!(id = %answer.id, errors = ?validation_errors, "output fails its schema");
     }
-    let finish_reason = if tool_calls.is_some() && finish_reason == "stop" { "tool_calls" } else { finish_reason };
-    Finished { text, tool_calls, finish_reason, logprobs, validation_errors }
+    let finish_reason = if tool_calls.is_some() && stopped { "tool_calls" } else { finish_reason };
+    Finished { text: g.text.clone(), content, reasoning, tool_calls, finish_reason, logprobs, validation_errors }
 }
 
 fn usage_of(generations: &[Generation]) -> Usage {
@@ -298,7 +301,8 @@ pub(crate) async fn whole(
                     index,
                     message: ResponseMessage {
                         role: "assistant",
-                        content: f.content(),
+                        content: f.content,
+                        reasoning_content: f.reasoning,
                         refusal: None,
                         tool_calls: f.tool_calls,
                     },
@@ -403,16 +407,16 @@ pub(crate) fn stream(
         };
         let delta = |index: usize, content: Option<String>, role: Option<&'static str>| ChunkChoice {
             index,
-            delta: Delta { role, content, tool_calls: None },
+            delta: Delta { role, content, ..Delta::default() },
             logprobs: None,
             finish_reason: None,
         };
-        // A reply with tools is read as it is decoded: its text, or each call's name and then
-        // its arguments, go out as deltas.
-        let envelope = answer.constraint.as_ref().and_then(|c| c.tools.as_ref()).map(|t| t.envelope().clone());
-        let tools = envelope.is_some();
+        // A reply with tools is read as it is decoded: its reasoning, its text, each call's
+        // name and then its arguments go out as deltas.
+        let format = answer.constraint.as_ref().and_then(|c| c.format.clone());
+        let tools = format.is_some();
         let mut readers: Vec<Option<ToolDeltas>> =
-            (0..answer.n).map(|_| envelope.clone().map(ToolDeltas::new)).collect();
+            (0..answer.n).map(|_| format.as_ref().map(ToolDeltas::new)).collect();
         let tool_chunk = |index: usize, delta: Delta| {
             chunk(vec![ChunkChoice { index, delta, logprobs: None, finish_reason: None }], None)
         };
@@ -432,7 +436,7 @@ pub(crate) fn stream(
             let sent = match event {
                 Event::Text { index, text } if tools => {
                     ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
-                    match readers.get_mut(index).and_then(Option::as_mut).and_then(|r| r.push(&text)) {
+                    match readers.get_mut(index).and_then(Option::as_mut).and_then(|r| r.push(text.as_bytes())) {
                         Some(delta) => send(&tx, &tool_chunk(index, delta)).await,
                         None => true,
                     }
@@ -459,17 +463,14 @@ pub(crate) fn stream(
                     match result {
                         Ok(g) => {
                             let f = finished(&g, &answer, &model);
+                            let by_eos = g.stop_reason == StopReason::Eos;
                             reasons.push(f.finish_reason);
                             generations.push(*g);
                             match endpoint {
                                 Endpoint::Chat => {
                                     if let Some(reader) = readers.get_mut(index).and_then(Option::as_mut) {
-                                        // What the reader still held, or (when the reply left the
-                                        // form before anything was sent) the reply read whole.
-                                        let last = reader.finish().or_else(|| (!reader.sent).then(|| whole_reply(&f)));
-                                        if let Some(delta) =
-                                            last.filter(|d| d.content.is_some() || d.tool_calls.is_some())
-                                        {
+                                        // What the reader still held.
+                                        if let (Some(delta), _) = reader.finish(by_eos) {
                                             if !send(&tx, &tool_chunk(index, delta)).await {
                                                 return;
                                             }
@@ -533,65 +534,63 @@ pub(crate) fn stream(
     Sse::new(ReceiverStream::new(out)).into_response()
 }
 
-/// A tool reply's deltas as it is decoded ([`ReplyStream`]): text as content, a call's id
-/// and name once its name is whole, then its arguments piece by piece.
+/// A reply with tools as deltas, piece by piece as it is decoded: its format's
+/// [`ToolStream`] (reasoning, content, each call's id and name, then its arguments' text).
+/// A reply that leaves the format (only possible without its grammar) stops the reading,
+/// logged.
 struct ToolDeltas {
-    stream: ReplyStream,
-    /// Something was sent.
-    sent: bool,
+    stream: Option<ToolStream>,
 }
 
 impl ToolDeltas {
-    fn new(envelope: stencil_tools::Envelope) -> Self {
-        ToolDeltas { stream: ReplyStream::new(envelope), sent: false }
+    fn new(format: &Arc<CompiledFormat>) -> Self {
+        let stream = format.stream().map_err(|e| tracing::warn!(error = %e, "a tool reply cannot be read")).ok();
+        ToolDeltas { stream }
     }
 
-    /// The delta of the next piece of text, if it adds anything.
-    fn push(&mut self, text: &str) -> Option<Delta> {
-        let events = self.stream.push(text);
-        self.delta(events)
-    }
-
-    /// The delta of what the reader held at the end, if anything.
-    fn finish(&mut self) -> Option<Delta> {
-        let events = self.stream.finish();
-        self.delta(events)
-    }
-
-    fn delta(&mut self, events: Vec<StreamEvent>) -> Option<Delta> {
-        if events.is_empty() {
-            return None;
-        }
-        self.sent = true;
-        let (mut content, mut calls) = (None::<String>, Vec::new());
-        for event in events {
-            match event {
-                StreamEvent::Text(t) => content.get_or_insert_with(String::new).push_str(&t),
-                StreamEvent::Call { index, name } => {
-                    calls.push(ToolCallDelta::start(index, new_id("call").replacen('-', "_", 1), name))
-                }
-                StreamEvent::Arguments { index, text } => calls.push(ToolCallDelta::arguments(index, text)),
+    /// The delta of the next piece of the reply, if it adds anything.
+    fn push(&mut self, bytes: &[u8]) -> Option<Delta> {
+        match self.stream.as_mut()?.push(bytes) {
+            Ok(events) => delta(events),
+            Err(e) => {
+                tracing::warn!(error = %e, "the reply left its tool format");
+                self.stream = None;
+                None
             }
         }
-        Some(Delta { role: None, content, tool_calls: (!calls.is_empty()).then_some(calls) })
+    }
+
+    /// The delta of what the reader held at the end, and the whole reply read (`None`
+    /// when the reply left the format).
+    fn finish(&mut self, by_eos: bool) -> (Option<Delta>, Option<ParsedReply>) {
+        match self.stream.as_mut().map(|s| s.finish(by_eos)) {
+            Some(Ok((events, parsed))) => (delta(events), Some(parsed)),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the reply left its tool format");
+                (None, None)
+            }
+            None => (None, None),
+        }
     }
 }
 
-/// A finished tool reply as one delta: its text, or its calls whole.
-fn whole_reply(f: &Finished) -> Delta {
-    let tool_calls = f.tool_calls.clone().map(|calls| {
-        calls
-            .into_iter()
-            .enumerate()
-            .map(|(index, c)| ToolCallDelta {
-                index,
-                id: Some(c.id),
-                kind: Some(c.kind),
-                function: FunctionDelta { name: Some(c.function.name), arguments: c.function.arguments },
-            })
-            .collect()
-    });
-    Delta { role: None, content: f.content().filter(|c| !c.is_empty()), tool_calls }
+/// `events` as one delta (`None` when there are none).
+fn delta(events: Vec<ToolEvent>) -> Option<Delta> {
+    if events.is_empty() {
+        return None;
+    }
+    let mut d = Delta::default();
+    let mut calls = Vec::new();
+    for event in events {
+        match event {
+            ToolEvent::Content(t) => d.content.get_or_insert_with(String::new).push_str(&t),
+            ToolEvent::Reasoning(t) => d.reasoning_content.get_or_insert_with(String::new).push_str(&t),
+            ToolEvent::Call { index, id, name } => calls.push(ToolCallDelta::start(index, id, name)),
+            ToolEvent::Arguments { index, text } => calls.push(ToolCallDelta::arguments(index, text)),
+        }
+    }
+    d.tool_calls = (!calls.is_empty()).then_some(calls);
+    Some(d)
 }
 
 /// Sends one `data:` event; false when the client is gone.
@@ -613,4 +612,70 @@ fn new_id(prefix: &str) -> String {
 
 fn fingerprint() -> String {
     format!("stencil-{}", env!("CARGO_PKG_VERSION"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stencil_tools::format::{CallSpec, ToolFormat};
+    use stencil_tools::ToolChoice;
+
+    fn tools() -> ToolSet {
+        ToolSet::from_openai_json(
+            r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+                "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]"#,
+        )
+        .unwrap()
+    }
+
+    fn hermes(tools: &ToolSet) -> Arc<CompiledFormat> {
+        let spec = CallSpec { parallel: true, ..CallSpec::new(tools, ToolChoice::Auto) };
+        Arc::new(ToolFormat::Hermes.compile(&spec).unwrap())
+    }
+
+    const REPLY: &str =
+        "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+
+    #[test]
+    fn text_then_a_call_gives_both_content_and_calls() {
+        let tools = tools();
+        let r = ToolReply::read(&hermes(&tools), &tools, REPLY.as_bytes(), true, true);
+        assert_eq!(r.content.as_deref(), Some("Let me check."));
+        let calls = r.calls.unwrap();
+        assert_eq!(
+            (calls[0].function.name.as_str(), calls[0].function.arguments.as_str()),
+            ("get_weather", r#"{"city": "Oslo"}"#)
+        );
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+    }
+
+    #[test]
+    fn a_reply_streamed_in_pieces_puts_together_to_the_whole_cut_or_not() {
+        let tools = tools();
+        let format = hermes(&tools);
+        for cut in [5, 16, 30, 60, REPLY.len()] {
+            let bytes = &REPLY.as_bytes()[..cut];
+            let whole = ToolReply::read(&format, &tools, bytes, false, false);
+            let mut reader = ToolDeltas::new(&format);
+            let mut deltas: Vec<Delta> = bytes.chunks(3).filter_map(|piece| reader.push(piece)).collect();
+            deltas.extend(reader.finish(false).0);
+            let content: String = deltas.iter().filter_map(|d| d.content.clone()).collect();
+            let arguments: String = deltas
+                .iter()
+                .flat_map(|d| d.tool_calls.iter().flatten())
+                .map(|c| c.function.arguments.clone())
+                .collect();
+            assert_eq!(Some(content).filter(|c| !c.is_empty()), whole.content, "cut at {cut}");
+            let whole_arguments: String = whole.calls.iter().flatten().map(|c| c.function.arguments.clone()).collect();
+            assert_eq!(arguments, whole_arguments, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_unfinished_call_of_a_stopped_reply_is_an_error() {
+        let tools = tools();
+        let cut = &REPLY.as_bytes()[..REPLY.len() - 20];
+        let r = ToolReply::read(&hermes(&tools), &tools, cut, false, true);
+        assert!(r.errors.iter().any(|e| e.contains("unfinished")), "{:?}", r.errors);
+    }
 }

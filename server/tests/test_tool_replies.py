@@ -1,7 +1,8 @@
 """Tool replies streamed and whole agree, cut by max_tokens or not (issue 44).
 
-With `tool_choice: "required"` and parallel calls (up to 4 by the grammar), SmolLM2 keeps
-calling; `max_tokens` then cuts the reply inside a call. Both modes must give the same
+With `tool_choice: "required"`, parallel calls and Mistral's `[TOOL_CALLS]NAME[ARGS]{…}`
+format (issue 47), SmolLM2 keeps calling (5 calls, then it ends); `max_tokens` then cuts
+the reply inside a call. Both modes must give the same
 result: the complete calls as `tool_calls`, the call being written with its name and the
 arguments written so far (the stream has sent those already), `finish_reason` "length".
 Greedy decoding, the prompt warmed first so that every compared request finds it cached.
@@ -13,19 +14,21 @@ import jsonschema
 
 from test_server import PARAMETERS, TOOLS
 
+FORMAT = {"tool_format": "mistral-args"}
 MESSAGES = [{"role": "user", "content": "What is the weather in Paris, Oslo, Rome and Lima? Also the time in Tokyo."}]
 
 
 def ask(client, max_tokens):
     return client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="required",
-                                          temperature=0, max_tokens=max_tokens)
+                                          temperature=0, max_tokens=max_tokens, extra_body=FORMAT)
 
 
 def streamed(client, max_tokens):
     """The stream's deltas put together: (content, calls, finish_reason)."""
     content, calls, finish = "", {}, None
     for chunk in client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="required",
-                                                temperature=0, max_tokens=max_tokens, stream=True):
+                                                temperature=0, max_tokens=max_tokens, stream=True,
+                                                extra_body=FORMAT):
         for choice in chunk.choices:
             content += choice.delta.content or ""
             for d in choice.delta.tool_calls or []:

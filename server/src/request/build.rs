@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use stencil_runtime::{ChatMessage, GenerateRequest, Model, Prompt, Speculation};
+use stencil_runtime::{GenerateRequest, Model, Prompt, Speculation};
 
-use super::{Prepared, Turn};
-use crate::constraint::{Constraint, GrammarCache};
+use super::Prepared;
+use crate::constraint::{tool_reply, Constraint, GrammarCache};
 use crate::engine::runtime_error;
 use crate::error::ApiError;
 
@@ -26,6 +26,11 @@ pub struct Serving {
     pub speculation: Option<Speculation>,
     /// Whether the server has a draft model.
     pub has_draft: bool,
+    /// The tool format of requests without `tool_format` (`--tool-format`); `None`: the
+    /// one recognized from the chat template, else the envelope.
+    pub tool_format: Option<String>,
+    /// The reasoning budget of requests without `reasoning_budget` (`--reasoning-budget`).
+    pub reasoning_budget: Option<u32>,
 }
 
 /// Renders and measures the prompt, fixes `max_tokens`, resolves the speculation, and
@@ -43,7 +48,7 @@ pub fn build(
     cache: &GrammarCache,
     serving: &Serving,
 ) -> Result<(GenerateRequest, Option<Arc<Constraint>>), ApiError> {
-    let (prompt, constraint) = prompt_and_constraint(p, model, cache)?;
+    let (prompt, constraint) = prompt_and_constraint(p, model, cache, serving)?;
     let text = model.render_prompt(&prompt).map_err(runtime_error)?;
     let prompt_tokens = model.tokenize(&text).len();
     if prompt_tokens == 0 {
@@ -96,37 +101,37 @@ fn max_tokens(p: &Prepared, prompt_tokens: usize, serving: &Serving) -> Result<u
     })
 }
 
-/// The prompt and the constraint: the request's own, or for tools the prompt rendered by
-/// `stencil-tools` (tool definitions, earlier calls and results) and the reply's grammar.
+/// The prompt and the constraint: the request's own (a chat rendered with its
+/// `chat_template_kwargs`), or for tools the prompt rendered by `stencil-tools` (tool
+/// definitions, earlier calls and results) and the grammar of the reply in the tool format.
 fn prompt_and_constraint(
     p: &Prepared,
     model: &Model,
     cache: &GrammarCache,
+    serving: &Serving,
 ) -> Result<(Prompt, Option<Arc<Constraint>>), ApiError> {
     let Some(t) = &p.tools else {
-        return Ok((p.prompt.clone(), cache.get_or_compile(&p.constraint, model.vocab())?));
-    };
-    let constraint = cache.get_or_compile_tools(&t.spec, model)?;
-    let caller = constraint.tools.as_ref().expect("tools constraints have a caller");
-    let messages: Vec<ChatMessage> = t
-        .conversation
-        .iter()
-        .map(|turn| match turn {
-            Turn::Message(m) => m.clone(),
-            Turn::Calls { content, calls } => {
-                let calls = caller.envelope().write(calls);
-                ChatMessage::assistant(if content.is_empty() { calls } else { format!("{content}\n{calls}") })
+        let prompt = match (&p.prompt, model.chat_template()) {
+            (Prompt::Chat(messages), Some(template)) if !p.template_kwargs.is_empty() => {
+                Prompt::Text(template.render_with(messages, true, None, &p.template_kwargs).map_err(runtime_error)?)
             }
-            Turn::Result { name, content } => caller.result_message(name, content),
-        })
-        .collect();
-    let text = caller.render(model, &messages, &t.spec.call_options()).map_err(|e| match e {
+            (prompt, _) => prompt.clone(),
+        };
+        return Ok((prompt, cache.get_or_compile(&p.constraint, model.vocab())?));
+    };
+    let mut spec = t.spec.clone();
+    spec.format = spec.format.or_else(|| serving.tool_format.clone());
+    spec.reasoning_budget = spec.reasoning_budget.or(serving.reasoning_budget);
+    let caller = cache.get_or_compile_tools(&spec, model)?;
+    let caller = caller.tools.as_ref().expect("tools constraints have a caller");
+    let mut options = spec.call_options();
+    options.template_kwargs = p.template_kwargs.clone();
+    let text = caller.render(model, &t.conversation, &options).map_err(|e| match e {
         stencil_tools::ToolError::Runtime(e) => runtime_error(e),
         other => ApiError::invalid(other.to_string(), Some("messages")),
     })?;
-    // A reply that is free text reads no calls back.
-    let constraint = if constraint.grammar.is_some() { Some(constraint) } else { None };
-    Ok((Prompt::Text(text), constraint))
+    let constraint = tool_reply(caller, &options, &text)?;
+    Ok((Prompt::Text(text), Some(Arc::new(constraint))))
 }
 
 #[cfg(test)]
@@ -138,7 +143,15 @@ mod tests {
 
     /// 4,096 tokens over 4 sequences, completions of at most 512 without `max_tokens`.
     fn serving() -> Serving {
-        Serving { ctx_size: 4096, parallel: 4, max_tokens_limit: 512, speculation: None, has_draft: false }
+        Serving {
+            ctx_size: 4096,
+            parallel: 4,
+            max_tokens_limit: 512,
+            speculation: None,
+            has_draft: false,
+            tool_format: None,
+            reasoning_budget: None,
+        }
     }
 
     fn chat(extra: serde_json::Value) -> Prepared {

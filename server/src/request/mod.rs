@@ -14,8 +14,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stencil_runtime::sampling::{Presets, SamplingError, SamplingParams};
-use stencil_runtime::{ChatMessage, Prompt, Speculation};
-use stencil_tools::{ToolCall, ToolChoice};
+use stencil_runtime::{ChatMessage, ChatToolCall, Prompt, Speculation};
+use stencil_tools::format::ReasoningMode;
+use stencil_tools::{ToolChoice, ToolFormat};
 
 use crate::api::{
     unknown_field, ChatCompletionRequest, CompletionRequest, MessageContent, PromptField, ResponseFormat,
@@ -67,6 +68,8 @@ pub struct Prepared {
     pub tools: Option<ToolRequest>,
     /// The `speculation` extension field.
     pub speculation: SpeculationChoice,
+    /// `chat_template_kwargs`: more variables for the chat template.
+    pub template_kwargs: serde_json::Map<String, Value>,
 }
 
 /// What a request's `speculation` field asks for.
@@ -137,32 +140,12 @@ impl SpeculationChoice {
 /// A chat request with tools, or with tool calls and results in its conversation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolRequest {
-    /// The tools, `tool_choice` and `parallel_tool_calls`: what the reply's grammar is
-    /// compiled from.
+    /// The tools, `tool_choice`, `parallel_tool_calls`, the format and the reasoning
+    /// budget: what the reply's grammar is compiled from.
     pub spec: ToolSpec,
-    /// The conversation.
-    pub conversation: Vec<Turn>,
-}
-
-/// One message of a conversation with tools.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Turn {
-    /// A plain message.
-    Message(ChatMessage),
-    /// An assistant message that called tools (and may have said something first).
-    Calls {
-        /// Its text, possibly empty.
-        content: String,
-        /// Its calls.
-        calls: Vec<ToolCall>,
-    },
-    /// A `tool` message: the result of the call of `name`.
-    Result {
-        /// The tool whose call this answers (found by `tool_call_id`).
-        name: String,
-        /// The result: its JSON when the content is JSON, else the text as a JSON string.
-        content: Value,
-    },
+    /// The conversation: assistant messages with their `tool_calls` (ids kept), `tool`
+    /// messages with the call id they answer and the called tool's name.
+    pub conversation: Vec<ChatMessage>,
 }
 
 /// Parses a request body: JSON, no unknown top-level field, every field of the right type;
@@ -310,16 +293,14 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
                 )
                 .with_code("invalid_message"));
             };
-            let content = serde_json::from_str(&content).unwrap_or(Value::String(content));
-            turns.push(Turn::Result { name: name.clone(), content });
+            turns.push(ChatMessage::tool_result(id.clone(), name.clone(), content));
             continue;
         }
+        let mut message = ChatMessage::new(role, content);
+        message.reasoning_content = m.reasoning_content.clone().filter(|_| role == "assistant");
         match (&m.tool_calls, role) {
-            (None, _) => turns.push(Turn::Message(ChatMessage::new(role, content))),
-            (Some(calls), "assistant") => {
-                let calls = assistant_calls(calls, i, &mut call_names)?;
-                turns.push(Turn::Calls { content, calls });
-            }
+            (None, _) => {}
+            (Some(calls), "assistant") => message.tool_calls = assistant_calls(calls, i, &mut call_names)?,
             (Some(_), _) => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}]: only assistant messages have `tool_calls`"),
@@ -328,14 +309,36 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
                 .with_code("invalid_message"))
             }
         }
+        turns.push(message);
     }
-    let tool_turns = turns.iter().any(|t| !matches!(t, Turn::Message(_)));
-    let plain: Vec<ChatMessage> =
-        turns.iter().filter_map(|t| if let Turn::Message(m) = t { Some(m.clone()) } else { None }).collect();
+    let tool_turns = turns.iter().any(|m| !m.tool_calls.is_empty() || m.role == "tool");
+    if let Some(name) = &req.tool_format {
+        name.parse::<ToolFormat>().map_err(|e| ApiError::invalid(e.to_string(), Some("tool_format")))?;
+    }
+    let reasoning = match req.reasoning.as_deref() {
+        None => None,
+        Some("off") => Some(ReasoningMode::Off),
+        Some("optional") => Some(ReasoningMode::Optional),
+        Some("required") => Some(ReasoningMode::Required),
+        Some(other) => {
+            return Err(ApiError::invalid(
+                format!("unknown reasoning {other:?} (expected off, optional or required)"),
+                Some("reasoning"),
+            ))
+        }
+    };
     let tool_request = (has_tools || tool_turns).then(|| ToolRequest {
-        spec: ToolSpec { tools, choice, parallel: req.parallel_tool_calls.unwrap_or(true) },
-        conversation: turns,
+        spec: ToolSpec {
+            tools,
+            choice,
+            parallel: req.parallel_tool_calls.unwrap_or(true),
+            format: req.tool_format.clone(),
+            reasoning,
+            reasoning_budget: req.reasoning_budget,
+        },
+        conversation: turns.clone(),
     });
+    let plain = turns;
     let logprobs = req.logprobs.unwrap_or(false);
     let top_logprobs = alternatives(req.top_logprobs, "top_logprobs")?.unwrap_or(0);
     if top_logprobs > 0 && !logprobs {
@@ -355,6 +358,7 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
         }
     }
     prepared.tools = tool_request;
+    prepared.template_kwargs = req.chat_template_kwargs.unwrap_or_default();
     Ok(prepared)
 }
 
@@ -394,8 +398,9 @@ fn tool_choice(value: Option<&Value>, has_tools: bool) -> Result<ToolChoice, Api
     Ok(choice)
 }
 
-/// An assistant message's `tool_calls`, their ids recorded in `names`.
-fn assistant_calls(calls: &Value, i: usize, names: &mut Vec<(String, String)>) -> Result<Vec<ToolCall>, ApiError> {
+/// An assistant message's `tool_calls`, their ids recorded in `names` (a call without an
+/// id gets a new one).
+fn assistant_calls(calls: &Value, i: usize, names: &mut Vec<(String, String)>) -> Result<Vec<ChatToolCall>, ApiError> {
     let param = |j: usize, field: &str| format!("messages[{i}].tool_calls[{j}]{field}");
     let Some(items) = calls.as_array() else {
         return Err(ApiError::invalid(format!("messages[{i}].tool_calls must be an array"), Some(&param(0, ""))));
@@ -420,10 +425,9 @@ fn assistant_calls(calls: &Value, i: usize, names: &mut Vec<(String, String)>) -
             })?,
             other => other.clone(),
         };
-        if let Some(id) = call.get("id").and_then(Value::as_str) {
-            names.push((id.to_string(), name.to_string()));
-        }
-        out.push(ToolCall::new(name, arguments));
+        let id = call.get("id").and_then(Value::as_str).map_or_else(ToolFormat::new_call_id, str::to_string);
+        names.push((id.clone(), name.to_string()));
+        out.push(ChatToolCall::new(id, name, arguments));
     }
     Ok(out)
 }
@@ -612,6 +616,7 @@ fn prepare(
         top_logprobs: 0,
         tools: None,
         speculation,
+        template_kwargs: serde_json::Map::new(),
     })
 }
 
@@ -780,12 +785,12 @@ mod tests {
         assert_eq!(
             t.conversation,
             [
-                Turn::Message(ChatMessage::user("Weather in Oslo?")),
-                Turn::Calls {
-                    content: String::new(),
-                    calls: vec![ToolCall::new("get_weather", serde_json::json!({"city": "Oslo"}))]
-                },
-                Turn::Result { name: "get_weather".into(), content: serde_json::json!({"temp_c": 3}) },
+                ChatMessage::user("Weather in Oslo?"),
+                ChatMessage::assistant_calls(
+                    "",
+                    vec![ChatToolCall::new("call_1", "get_weather", serde_json::json!({"city": "Oslo"}))]
+                ),
+                ChatMessage::tool_result("call_1", "get_weather", "{\"temp_c\": 3}"),
             ]
         );
         let p = chat(serde_json::json!({"messages": user("x"), "tools": []})).unwrap();
