@@ -24,7 +24,7 @@ echo "== server suite: python venv ($VENV) with openai, jsonschema, pytest"
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "openai>=1.40" jsonschema pytest
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "openai>=1.66" jsonschema pytest
 
 echo "== server suite: building stencil (test profile)"
 CARGO_INCREMENTAL=0 cargo build --locked --profile test -p stencil-cli

@@ -30,6 +30,7 @@
 //! |---|---|
 //! | `POST /v1/chat/completions` | chat, JSON or server-sent events (`stream: true`) |
 //! | `POST /v1/completions` | text completion, JSON or events |
+//! | `POST /v1/responses` | the Responses API ([`responses`]), JSON or events |
 //! | `GET /v1/models` | the one model served |
 //! | `GET /health` | 200 `{"status": "ok"}`, 503 while loading or shutting down |
 //! | `GET /metrics` | Prometheus text: requests by route and status, tokens, speculative drafts, queue depth, time to first token, mask time |
@@ -82,6 +83,7 @@ mod error;
 pub mod metrics;
 pub mod request;
 mod response;
+pub mod responses;
 mod routes;
 
 use std::future::IntoFuture;

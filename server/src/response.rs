@@ -17,13 +17,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
 use serde_json::Value;
 use stencil_runtime::{Generation, Model, StopReason};
 use stencil_tools::format::{reply_bytes, CompiledFormat, ParsedReply, ToolEvent, ToolStream};
 use stencil_tools::ToolSet;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 
 use crate::api::{
     ChatChoice, ChatCompletion, ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Completion, CompletionChoice,
@@ -256,10 +256,32 @@ fn log_done(answer: &Answer, ttft: Option<f64>, usage: &Usage, reasons: &[&str])
 /// Collects every completion and answers one JSON document.
 pub(crate) async fn whole(
     answer: Answer,
-    mut rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::UnboundedReceiver<Event>,
     model: &Model,
     metrics: &Metrics,
 ) -> Response {
+    match collect(answer, rx, model, metrics).await {
+        Ok(Whole::Chat(c)) => Json(c).into_response(),
+        Ok(Whole::Text(c)) => Json(c).into_response(),
+        Err(failure) => failure,
+    }
+}
+
+/// A whole answer, before its encoding.
+pub(crate) enum Whole {
+    /// A chat completion.
+    Chat(ChatCompletion),
+    /// A text completion.
+    Text(Completion),
+}
+
+/// Collects every completion: the answer, or the error response when the engine failed.
+pub(crate) async fn collect(
+    answer: Answer,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    model: &Model,
+    metrics: &Metrics,
+) -> Result<Whole, Response> {
     let mut results: Vec<Option<Generation>> = (0..answer.n).map(|_| None).collect();
     let mut ttft = None;
     let mut left = answer.n;
@@ -272,13 +294,13 @@ pub(crate) async fn whole(
                 ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
                 match result {
                     Ok(g) => results[index] = Some(*g),
-                    Err(e) => return engine_failure(e),
+                    Err(e) => return Err(engine_failure(e)),
                 }
                 left -= 1;
             }
-            Some(Event::Failed(e)) => return e.into_response(),
+            Some(Event::Failed(e)) => return Err(e.into_response()),
             Some(Event::Started) => {}
-            None => return ApiError::internal("the engine dropped the request").into_response(),
+            None => return Err(ApiError::internal("the engine dropped the request").into_response()),
         }
     }
     if let Some(t) = ttft {
@@ -289,7 +311,7 @@ pub(crate) async fn whole(
     let done: Vec<Finished> = generations.iter().map(|g| finished(g, &answer, model)).collect();
     log_done(&answer, ttft, &usage, &done.iter().map(|f| f.finish_reason).collect::<Vec<_>>());
     match answer.endpoint {
-        Endpoint::Chat => Json(ChatCompletion {
+        Endpoint::Chat => Ok(Whole::Chat(ChatCompletion {
             id: answer.id,
             object: "chat.completion",
             created: answer.created,
@@ -313,9 +335,8 @@ pub(crate) async fn whole(
                 .collect(),
             usage,
             system_fingerprint: answer.fingerprint,
-        })
-        .into_response(),
-        Endpoint::Completions => Json(Completion {
+        })),
+        Endpoint::Completions => Ok(Whole::Text(Completion {
             id: answer.id,
             object: "text_completion",
             created: answer.created,
@@ -333,8 +354,7 @@ pub(crate) async fn whole(
                 .collect(),
             usage: Some(usage),
             system_fingerprint: answer.fingerprint,
-        })
-        .into_response(),
+        })),
     }
 }
 
@@ -379,13 +399,41 @@ fn legacy_logprobs(tokens: Vec<TokenInfo>) -> LegacyLogprobs {
 /// request.
 pub(crate) fn stream(
     answer: Answer,
-    mut rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::UnboundedReceiver<Event>,
     include_usage: bool,
     model: Arc<Model>,
     metrics: Arc<Metrics>,
 ) -> Response {
+    let out = ReceiverStream::new(pieces(answer, rx, include_usage, model, metrics));
+    Sse::new(out.map(|piece| Ok::<_, Infallible>(sse(piece)))).into_response()
+}
+
+/// A piece of a streamed answer, before its encoding on the wire.
+pub(crate) enum Out {
+    /// A chat chunk.
+    Chat(ChatCompletionChunk),
+    /// A text completion chunk.
+    Text(Completion),
+    /// The engine failed: the error, and the end.
+    Error(ApiError),
+    /// The end.
+    Done,
+}
+
+/// The pieces of a streamed answer ([`stream`] encodes them as server-sent events; the
+/// Responses API as its own events): per completion a role chunk (chat), deltas, a
+/// finish chunk; then the usage chunk when asked for, then [`Out::Done`]. The task ends
+/// when the receiver is dropped (the client went away), which closes the engine's
+/// channel and cancels the request.
+pub(crate) fn pieces(
+    answer: Answer,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    include_usage: bool,
+    model: Arc<Model>,
+    metrics: Arc<Metrics>,
+) -> mpsc::Receiver<Out> {
     let endpoint = answer.endpoint;
-    let (tx, out) = mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    let (tx, out) = mpsc::channel::<Out>(64);
     tokio::spawn(async move {
         let chunk = |choices: Vec<ChunkChoice>, usage: Option<Usage>| ChatCompletionChunk {
             id: answer.id.clone(),
@@ -422,7 +470,8 @@ pub(crate) fn stream(
         };
         if endpoint == Endpoint::Chat {
             for index in 0..answer.n {
-                if !send(&tx, &chunk(vec![delta(index, Some(String::new()), Some("assistant"))], None)).await {
+                if !send(&tx, Out::Chat(chunk(vec![delta(index, Some(String::new()), Some("assistant"))], None))).await
+                {
                     return;
                 }
             }
@@ -437,14 +486,14 @@ pub(crate) fn stream(
                 Event::Text { index, text } if tools => {
                     ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
                     match readers.get_mut(index).and_then(Option::as_mut).and_then(|r| r.push(text.as_bytes())) {
-                        Some(delta) => send(&tx, &tool_chunk(index, delta)).await,
+                        Some(delta) => send(&tx, Out::Chat(tool_chunk(index, delta))).await,
                         None => true,
                     }
                 }
                 Event::Text { index, text } => {
                     ttft.get_or_insert_with(|| answer.arrived.elapsed().as_secs_f64());
                     match endpoint {
-                        Endpoint::Chat => send(&tx, &chunk(vec![delta(index, Some(text), None)], None)).await,
+                        Endpoint::Chat => send(&tx, Out::Chat(chunk(vec![delta(index, Some(text), None)], None))).await,
                         Endpoint::Completions => {
                             let choice = CompletionChoice {
                                 text,
@@ -453,7 +502,7 @@ pub(crate) fn stream(
                                 finish_reason: None,
                                 validation_errors: Vec::new(),
                             };
-                            send(&tx, &text_chunk(vec![choice], None)).await
+                            send(&tx, Out::Text(text_chunk(vec![choice], None))).await
                         }
                     }
                 }
@@ -471,7 +520,7 @@ pub(crate) fn stream(
                                     if let Some(reader) = readers.get_mut(index).and_then(Option::as_mut) {
                                         // What the reader still held.
                                         if let (Some(delta), _) = reader.finish(by_eos) {
-                                            if !send(&tx, &tool_chunk(index, delta)).await {
+                                            if !send(&tx, Out::Chat(tool_chunk(index, delta))).await {
                                                 return;
                                             }
                                         }
@@ -482,7 +531,7 @@ pub(crate) fn stream(
                                         logprobs: f.logprobs.map(chat_logprobs),
                                         finish_reason: Some(f.finish_reason),
                                     };
-                                    send(&tx, &chunk(vec![choice], None)).await
+                                    send(&tx, Out::Chat(chunk(vec![choice], None))).await
                                 }
                                 Endpoint::Completions => {
                                     let choice = CompletionChoice {
@@ -492,20 +541,20 @@ pub(crate) fn stream(
                                         finish_reason: Some(f.finish_reason),
                                         validation_errors: f.validation_errors,
                                     };
-                                    send(&tx, &text_chunk(vec![choice], None)).await
+                                    send(&tx, Out::Text(text_chunk(vec![choice], None))).await
                                 }
                             }
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "generation failed");
                             let e = runtime_error(e);
-                            let _ = send(&tx, &e.body()).await;
+                            let _ = send(&tx, Out::Error(e)).await;
                             break;
                         }
                     }
                 }
                 Event::Failed(e) => {
-                    let _ = send(&tx, &e.body()).await;
+                    let _ = send(&tx, Out::Error(e)).await;
                     break;
                 }
                 Event::Started => true,
@@ -522,16 +571,16 @@ pub(crate) fn stream(
         log_done(&answer, ttft, &usage, &reasons);
         if include_usage {
             let sent = match endpoint {
-                Endpoint::Chat => send(&tx, &chunk(Vec::new(), Some(usage))).await,
-                Endpoint::Completions => send(&tx, &text_chunk(Vec::new(), Some(usage))).await,
+                Endpoint::Chat => send(&tx, Out::Chat(chunk(Vec::new(), Some(usage)))).await,
+                Endpoint::Completions => send(&tx, Out::Text(text_chunk(Vec::new(), Some(usage)))).await,
             };
             if !sent {
                 return;
             }
         }
-        let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+        let _ = tx.send(Out::Done).await;
     });
-    Sse::new(ReceiverStream::new(out)).into_response()
+    out
 }
 
 /// A reply with tools as deltas, piece by piece as it is decoded: its format's
@@ -593,17 +642,28 @@ fn delta(events: Vec<ToolEvent>) -> Option<Delta> {
     Some(d)
 }
 
-/// Sends one `data:` event; false when the client is gone.
-async fn send<T: Serialize>(tx: &mpsc::Sender<Result<SseEvent, Infallible>>, value: &T) -> bool {
-    let data = serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    tx.send(Ok(SseEvent::default().data(data))).await.is_ok()
+/// Sends one piece of a streamed answer; false when the client is gone.
+async fn send(tx: &mpsc::Sender<Out>, out: Out) -> bool {
+    tx.send(out).await.is_ok()
+}
+
+/// One `data:` event of the chat and completions streams.
+fn sse(out: Out) -> SseEvent {
+    let data = match out {
+        Out::Chat(chunk) => serde_json::to_string(&chunk),
+        Out::Text(chunk) => serde_json::to_string(&chunk),
+        Out::Error(e) => serde_json::to_string(&e.body()),
+        Out::Done => return SseEvent::default().data("[DONE]"),
+    };
+    SseEvent::default().data(data.unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")))
 }
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn new_id(prefix: &str) -> String {
+/// A new id: `prefix`, a dash or underscore, and 14 hex digits.
+pub(crate) fn new_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());

@@ -23,6 +23,7 @@ use crate::engine::{Event, Job};
 use crate::error::ApiError;
 use crate::request::{self, Prepared};
 use crate::response::{self, Answer, Endpoint};
+use crate::responses;
 use crate::AppState;
 
 /// The routes: `/v1/*` behind the API key (when one is set), `/health` and `/metrics`
@@ -31,6 +32,7 @@ pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()
@@ -141,7 +143,15 @@ async fn chat_completions(State(state): State<AppState>, body: Result<Bytes, Byt
         .and_then(|b| request::parse_chat(&b))
         .and_then(|r| request::prepare_chat(r, &state.limits()));
     match prepared {
-        Ok(p) => complete(state, p, Endpoint::Chat).await,
+        Ok(p) => complete(state, p, Endpoint::Chat, None).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn responses(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let prepared = body.map_err(body_error).and_then(|b| responses::prepare(&b, &state.limits(), &state.model_id));
+    match prepared {
+        Ok((p, meta)) => complete(state, p, Endpoint::Chat, Some(meta)).await,
         Err(e) => e.into_response(),
     }
 }
@@ -152,7 +162,7 @@ async fn completions(State(state): State<AppState>, body: Result<Bytes, BytesRej
         .and_then(|b| request::parse_completion(&b))
         .and_then(|r| request::prepare_completion(r, &state.limits()));
     match prepared {
-        Ok(p) => complete(state, p, Endpoint::Completions).await,
+        Ok(p) => complete(state, p, Endpoint::Completions, None).await,
         Err(e) => e.into_response(),
     }
 }
@@ -167,8 +177,8 @@ fn body_error(e: BytesRejection) -> ApiError {
 }
 
 /// Runs a prepared request: prompt and constraint checked and compiled off the async
-/// threads, queued, then answered as JSON or as a stream.
-async fn complete(state: AppState, p: Prepared, endpoint: Endpoint) -> Response {
+/// threads, queued, then answered as JSON or as a stream (as a Response with `responses`).
+async fn complete(state: AppState, p: Prepared, endpoint: Endpoint, responses: Option<responses::Meta>) -> Response {
     let arrived = Instant::now();
     if state.shutting_down() {
         return ApiError::unavailable("the server is shutting down").into_response();
@@ -212,9 +222,10 @@ async fn complete(state: AppState, p: Prepared, endpoint: Endpoint) -> Response 
         Some(_) | None => return ApiError::internal("the engine dropped the request").into_response(),
     }
     let answer = Answer::new(endpoint, state.model_id.clone(), constraint, p.logprobs, p.n, arrived);
-    if p.stream {
-        response::stream(answer, rx, p.include_usage, model, state.metrics.clone())
-    } else {
-        response::whole(answer, rx, &model, &state.metrics).await
+    match (responses, p.stream) {
+        (Some(meta), true) => responses::stream(meta, answer, rx, model, state.metrics.clone()),
+        (Some(meta), false) => responses::whole(meta, answer, rx, &model, &state.metrics).await,
+        (None, true) => response::stream(answer, rx, p.include_usage, model, state.metrics.clone()),
+        (None, false) => response::whole(answer, rx, &model, &state.metrics).await,
     }
 }
