@@ -50,6 +50,9 @@ pub struct GenerateRequest {
     /// The structural tag `grammar` was compiled from, when it has reasoning budgets
     /// (`any_text`'s `max_tokens`): the loop counts them and forces the close of a spent
     /// one ([`with_structural_tag`](Self::with_structural_tag)). Beam search ignores them.
+    /// With a tag, the output text holds the control tokens the grammar took (a `token`
+    /// marker such as `<think>` or `<|python_tag|>`), end-of-generation tokens aside, so that
+    /// the reply reads back by the tag's captures, whole or streamed.
     pub structural_tag: Option<Arc<CompiledTag>>,
 }
 

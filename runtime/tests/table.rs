@@ -240,3 +240,26 @@ fn a_reasoning_budget_closes_the_thinking_after_its_tokens() {
         }
     }
 }
+
+/// Under a structural tag, the control tokens its grammar takes are text of the reply (so
+/// that the tag's captures read it back); under another grammar they are not.
+#[test]
+fn a_structural_tags_control_token_markers_are_in_the_text() {
+    let vocab = toy::printable();
+    let options = SessionOptions { n_seq_max: 1, n_batch: 512, ..SessionOptions::default() };
+    let mut session = Session::over(Box::new(TableModel::new(vocab.len(), SEED, 0.5)), vocab.clone(), options);
+    let tag = serde_json::json!({"format": {"type": "sequence", "elements": [
+        {"type": "token", "token": "<think>"}, {"type": "const_string", "value": "ok"}]}});
+    let compile = stencil_structural::CompileOptions { vocab: Some(vocab.clone()), ..Default::default() };
+    let tag = std::sync::Arc::new(stencil_structural::compile_json(&tag, &compile).unwrap());
+    let request = GenerateRequest::new(Prompt::Tokens(vec![2])).with_structural_tag(tag, &vocab).unwrap();
+    let mut streamed = String::new();
+    let g = session.generate(&request, |piece| streamed.push_str(piece)).unwrap();
+    assert_eq!(g.tokens[0], 1, "the marker is the control token");
+    assert_eq!((g.text.as_str(), streamed.as_str()), ("<think>ok", "<think>ok"));
+    let gbnf = stencil_grammar::parse_gbnf(r#"root ::= <think> "ok""#).unwrap();
+    let grammar = CompiledGrammar::new(&gbnf, vocab.clone()).unwrap();
+    let request = GenerateRequest::new(Prompt::Tokens(vec![2])).with_grammar(grammar, "gbnf");
+    let g = session.generate(&request, |_| {}).unwrap();
+    assert_eq!((g.tokens[0], g.text.as_str()), (1, "ok"));
+}

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 use stencil_runtime::{Generation, Model, StopReason};
-use stencil_tools::format::{reply_bytes, CompiledFormat, ParsedReply, ToolEvent, ToolStream};
+use stencil_tools::format::{CompiledFormat, ParsedReply, ToolEvent, ToolStream};
 use stencil_tools::ToolSet;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -210,9 +210,9 @@ fn finished(g: &Generation, answer: &Answer, model: &Model) -> Finished {
     let tools = answer.constraint.as_ref().and_then(|c| Some((c.format.as_ref()?, c.tools.as_deref()?)));
     let (content, reasoning, tool_calls, validation_errors) = match (&answer.constraint, tools) {
         (_, Some((format, caller))) => {
-            let bytes = reply_bytes(model.vocab(), &g.tokens);
+            // The text as streamed: under the format's tag it holds the control-token markers.
             let by_eos = g.stop_reason == StopReason::Eos;
-            let r = ToolReply::read(format, caller.tools(), &bytes, by_eos, stopped);
+            let r = ToolReply::read(format, caller.tools(), g.text.as_bytes(), by_eos, stopped);
             (r.content, r.reasoning, r.calls, r.errors)
         }
         (Some(c), None) if stopped => (Some(g.text.clone()), None, None, c.validation_errors(&g.text)),

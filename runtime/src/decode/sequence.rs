@@ -326,7 +326,10 @@ impl Sequence {
                     return true;
                 }
             }
-            if vocab.is_text(tok) {
+            // Under a structural tag, a control token its grammar took (a `token` marker such
+            // as `<think>`) is text of the reply: what reads the reply back sees it.
+            let marker = self.request.structural_tag.is_some() && !vocab.is_eos(tok);
+            if vocab.is_text(tok) || (marker && !vocab.token_bytes(tok).is_empty()) {
                 let unsent = &mut self.unsent;
                 if let Some(stop) = self.out.push(vocab.token_bytes(tok), &mut |p: &str| unsent.push_str(p)) {
                     self.stop = Some(StopReason::Stop(stop));
