@@ -55,13 +55,16 @@ pub struct ChatCompletionRequest {
     /// and SGLang take them.
     #[serde(default)]
     pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
-    /// Stencil: reasoning before a reply with tools, in the format's markers: `off`,
-    /// `optional` or `required` (default: as the chat template and the rendered prompt
-    /// say — `<think>` opened by the prompt, closed, or mentioned by the template).
+    /// Stencil: reasoning before the reply, in the tool format's markers (`<think>`, …):
+    /// `off`, `optional` or `required`; `response_format` and tools apply after it, and it
+    /// comes back as `reasoning_content`. Default: with tools, as the chat template and
+    /// the rendered prompt say (`<think>` opened by the prompt, closed, or mentioned by the
+    /// template); without tools, none.
     #[serde(default)]
     pub reasoning: Option<String>,
-    /// Stencil: the most tokens the reasoning of a reply with tools may take (default the
-    /// server's `--reasoning-budget`); the grammar then closes it.
+    /// Stencil: the most tokens the reasoning may take (default the server's
+    /// `--reasoning-budget`); the grammar then closes it. Without tools, asks for
+    /// reasoning (optional unless `reasoning` says).
     #[serde(default)]
     pub reasoning_budget: Option<u32>,
 }

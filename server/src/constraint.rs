@@ -61,6 +61,36 @@ impl ConstraintSpec {
         }
     }
 
+    /// The constraint as the answer of a reply in a tool format (after its reasoning):
+    /// a structural-tag format (`json_schema`, `grammar`, `regex`); `None` for free text.
+    ///
+    /// ```
+    /// use stencil_server::constraint::ConstraintSpec;
+    /// let spec = ConstraintSpec::Regex("[0-9]+".into());
+    /// assert_eq!(spec.answer_format().unwrap(), Some(serde_json::json!({"type": "regex", "pattern": "[0-9]+"})));
+    /// assert_eq!(ConstraintSpec::None.answer_format().unwrap(), None);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A 400 for a structural tag (it defines its own segments: put the reasoning in it).
+    pub fn answer_format(&self) -> Result<Option<Value>, ApiError> {
+        Ok(Some(match self {
+            ConstraintSpec::None => return Ok(None),
+            ConstraintSpec::JsonObject => serde_json::json!({"type": "json_schema", "json_schema": {"type": "object"}}),
+            ConstraintSpec::Schema { schema, .. } => serde_json::json!({"type": "json_schema", "json_schema": schema}),
+            ConstraintSpec::Gbnf(g) => serde_json::json!({"type": "grammar", "grammar": g}),
+            ConstraintSpec::Regex(r) => serde_json::json!({"type": "regex", "pattern": r}),
+            ConstraintSpec::StructuralTag(_) => {
+                return Err(ApiError::invalid(
+                    "a structural tag cannot follow tools or `reasoning`: it defines its own segments (put the \
+                     reasoning in the tag)",
+                    Some("response_format"),
+                ))
+            }
+        }))
+    }
+
     /// The cache key: the kind, the mode and the text.
     fn key(&self) -> Option<String> {
         Some(match self {

@@ -113,3 +113,34 @@ def test_tool_format_errors_are_400s(client):
     assert body["param"] == "tools" and "get weather" in body["message"], body
     body = bad(client, tools=TOOLS, extra_body={"reasoning": "sometimes"})
     assert body["param"] == "reasoning", body
+
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+        "additionalProperties": False}
+
+
+def test_reasoning_then_a_schema_without_tools_whole_and_streamed(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
+    kwargs = dict(tools=openai_not_given(), messages=user("Where is the Eiffel Tower? Think, then answer in JSON."),
+                  response_format=fmt, max_tokens=80, extra_body={"reasoning": "required", "reasoning_budget": 12})
+    r = create(client, **kwargs)
+    message = r.choices[0].message
+    assert r.choices[0].finish_reason == "stop", r
+    assert message.reasoning_content and "</think>" not in message.reasoning_content, message
+    jsonschema.validate(json.loads(message.content), CITY)
+    assert not message.tool_calls
+    content, reasoning, calls, finish = streamed(client, **kwargs)
+    assert (content, reasoning, calls, finish) == (message.content, message.reasoning_content, [], "stop")
+
+
+def test_tool_choice_none_keeps_the_response_format(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
+    r = create(client, tool_choice="none", response_format=fmt, max_tokens=60,
+               messages=user("Where is the Eiffel Tower? Answer in JSON."))
+    assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
+    jsonschema.validate(json.loads(r.choices[0].message.content), CITY)
+
+
+def openai_not_given():
+    import openai
+    return openai.NOT_GIVEN

@@ -157,6 +157,10 @@ pub struct CallOptions {
     /// More variables for the chat template (`chat_template_kwargs`: `enable_thinking`,
     /// …; default none).
     pub template_kwargs: serde_json::Map<String, Value>,
+    /// Under [`ToolChoice::None`], with a format's grammar: the answer after the reasoning
+    /// as a structural-tag format (a `response_format`'s `json_schema`, `regex` or
+    /// `grammar`), read back as the content; `None`: free text.
+    pub answer: Option<Value>,
 }
 
 impl Default for CallOptions {
@@ -172,6 +176,7 @@ impl Default for CallOptions {
             reasoning: None,
             reasoning_budget: None,
             template_kwargs: serde_json::Map::new(),
+            answer: None,
         }
     }
 }
@@ -354,6 +359,8 @@ struct FormatKey {
     parallel: bool,
     reasoning: ReasoningMode,
     budget: Option<u32>,
+    /// The answer's format, as JSON text.
+    answer: Option<String>,
 }
 
 /// A [`ToolFormat`] compiled for one request shape, and its grammar for the model's
@@ -566,6 +573,7 @@ impl ToolCaller {
             parallel: options.parallel,
             reasoning,
             budget: options.reasoning_budget,
+            answer: options.answer.as_ref().map(Value::to_string),
         };
         let mut cache = self.formats.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(g) = cache.get(&key) {
@@ -578,6 +586,7 @@ impl ToolCaller {
             reasoning,
             reasoning_budget: key.budget,
             vocab: Some(self.vocab.clone()),
+            answer: options.answer.clone(),
         };
         let format = Arc::new(self.format.compile(&spec)?);
         let grammar = CompiledGrammar::new(&format.compiled_tag().grammar, self.vocab.clone()).map_err(|e| {

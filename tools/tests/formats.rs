@@ -610,3 +610,56 @@ fn qwen_xml_values_may_touch_their_markers() {
     assert!(reply.complete);
     assert_eq!(reply.tool_calls(), [ToolCall::new("github.create_issue", json!({"title": "a", "count": 5}))]);
 }
+
+/// With `tool_choice: none` and an answer format (a `response_format` after the
+/// reasoning), every format's random walks read back into reasoning and content, and the
+/// content is JSON that validates against the answer's schema; streamed, the pieces
+/// concatenate to the whole reply.
+#[test]
+fn an_answer_under_a_schema_follows_the_reasoning_in_every_format() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}},
+                        "required": ["a", "b"], "additionalProperties": false});
+    let answer = json!({"type": "json_schema", "json_schema": schema.clone()});
+    let tools = tools();
+    for format in formats() {
+        for tokens in [false, true] {
+            let v = if tokens { vocab(&specials(&format)) } else { vocab(&[]) };
+            let spec = CallSpec {
+                reasoning: ReasoningMode::Required,
+                vocab: Some(v.clone()),
+                answer: Some(answer.clone()),
+                ..CallSpec::new(&tools, ToolChoice::None)
+            };
+            let what = format!("{format} tokens={tokens}");
+            let compiled = Arc::new(format.compile(&spec).unwrap_or_else(|e| panic!("{what}: {e}")));
+            let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
+            let mut walker = Walker::new(v.clone());
+            let mut rng = Xoshiro256::new(11);
+            let options = WalkOptions { max_tokens: 120, style: Style::TargetLength };
+            let mut complete = 0;
+            for _ in 0..48 {
+                if complete == 6 {
+                    break;
+                }
+                let text = match walker.walk(&g, &mut rng, &options) {
+                    Ok(w) if w.complete => w.text(&v),
+                    Ok(_) => continue,
+                    Err(e) => panic!("{what}: {e:?}"),
+                };
+                complete += 1;
+                let shown = String::from_utf8_lossy(&text);
+                let reply = compiled.read(&text).unwrap_or_else(|e| panic!("{what}: {e}\n{shown:?}"));
+                assert!(reply.complete && reply.calls.is_empty(), "{what}: {shown:?}");
+                assert!(reply.reasoning.is_some(), "{what}: no reasoning in {shown:?}");
+                let content = reply.content.as_deref().unwrap_or_else(|| panic!("{what}: no content in {shown:?}"));
+                let value: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{what}: {e}: {content:?}"));
+                let valid = value.as_object().is_some_and(|o| o.len() == 2)
+                    && value["a"].as_f64().is_some_and(|a| a.fract() == 0.0)
+                    && (value["b"] == "x" || value["b"] == "y");
+                assert!(valid, "{what}: {content}");
+                check_stream(&compiled, &text, &mut SplitMix64::new(text.len() as u64), &what);
+            }
+            assert!(complete > 0, "{what}: no walk completed");
+        }
+    }
+}

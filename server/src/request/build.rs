@@ -126,11 +126,17 @@ fn prompt_and_constraint(
     let caller = caller.tools.as_ref().expect("tools constraints have a caller");
     let mut options = spec.call_options();
     options.template_kwargs = p.template_kwargs.clone();
+    // A `response_format` (with `tool_choice: none`, or reasoning without tools) applies to
+    // the answer after the reasoning; compiled alone first, so that a schema is refused as
+    // it would be without tools, and kept to validate the answer.
+    let answer = cache.get_or_compile(&p.constraint, model.vocab())?;
+    options.answer = p.constraint.answer_format()?;
     let text = caller.render(model, &t.conversation, &options).map_err(|e| match e {
         stencil_tools::ToolError::Runtime(e) => runtime_error(e),
         other => ApiError::invalid(other.to_string(), Some("messages")),
     })?;
-    let constraint = tool_reply(caller, &options, &text)?;
+    let mut constraint = tool_reply(caller, &options, &text)?;
+    constraint.schema = answer.and_then(|a| a.schema.clone());
     Ok((Prompt::Text(text), Some(Arc::new(constraint))))
 }
 

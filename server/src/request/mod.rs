@@ -327,7 +327,10 @@ pub fn prepare_chat(req: ChatCompletionRequest, limits: &Limits) -> Result<Prepa
             ))
         }
     };
-    let tool_request = (has_tools || tool_turns).then(|| ToolRequest {
+    // Reasoning without tools: a reply in the tool format's markers, without calls.
+    let reasons =
+        matches!(reasoning, Some(ReasoningMode::Optional | ReasoningMode::Required)) || req.reasoning_budget.is_some();
+    let tool_request = (has_tools || tool_turns || reasons).then(|| ToolRequest {
         spec: ToolSpec {
             tools,
             choice,

@@ -148,6 +148,11 @@ impl<'s> Builder<'s> {
         any_text(&all, max_tokens)
     }
 
+    /// The answer of a reply without calls: [`CallSpec::answer`], else free text.
+    pub fn answer(&self) -> Value {
+        self.spec.answer.clone().unwrap_or_else(|| self.free_text(&[], None))
+    }
+
     /// Records what a tag that begins with `begin` is.
     pub fn role(&mut self, begin: &str, role: Role) -> Result<(), FormatError> {
         match self.roles.insert(begin.to_string(), role) {
@@ -230,7 +235,7 @@ impl<'s> Builder<'s> {
             triggers.iter().filter_map(|t| if let Piece::Text(s) = t { Some(s.clone()) } else { None }).collect();
         self.triggers.extend(triggers.iter().map(|t| t.text().to_string()));
         if units.is_empty() {
-            return self.free_text(&[], None);
+            return self.answer();
         }
         let plain = units.iter().all(|u| u.text_begin.as_ref().is_some_and(|b| texts.iter().any(|t| b.starts_with(t))))
             && texts.len() == triggers.len();

@@ -42,7 +42,7 @@ pub(super) fn build(b: &mut Builder, allowed: &[usize]) -> Result<Value, FormatE
     };
     let analysis = channel_message(b, "analysis", Role::Reasoning, b.spec.reasoning_budget)?;
     let preamble = channel_message(b, "commentary", Role::Content, None)?;
-    let final_message = seq(vec![channel.node(), text("final"), message.node(), b.free_text(&[], None)]);
+    let final_message = seq(vec![channel.node(), text("final"), message.node(), b.answer()]);
     let mut calls = Vec::new();
     for &i in allowed {
         let name = b.name(i);

@@ -167,12 +167,24 @@ pub struct CallSpec<'a> {
     /// The model's vocabulary: markers that are control tokens in it are matched as
     /// tokens. `None`: every marker is text.
     pub vocab: Option<Arc<Vocabulary>>,
+    /// Under `none`: what the answer after the reasoning is, as a structural-tag format
+    /// (`json_schema`, `regex`, `grammar`: a `response_format` that applies after the
+    /// reasoning); read back as the content. `None`: free text.
+    pub answer: Option<Value>,
 }
 
 impl<'a> CallSpec<'a> {
     /// `tools` under `choice`, one call at most, no reasoning, no vocabulary.
     pub fn new(tools: &'a ToolSet, choice: ToolChoice) -> Self {
-        CallSpec { tools, choice, parallel: false, reasoning: ReasoningMode::Off, reasoning_budget: None, vocab: None }
+        CallSpec {
+            tools,
+            choice,
+            parallel: false,
+            reasoning: ReasoningMode::Off,
+            reasoning_budget: None,
+            vocab: None,
+            answer: None,
+        }
     }
 
     /// The names of the tools a call may name.
@@ -431,6 +443,7 @@ impl ToolFormat {
                 ToolFormat::Llama3 { .. } => vec![";".to_string()],
                 _ => Vec::new(),
             },
+            answer: spec.answer.is_some() && spec.choice == ToolChoice::None,
             eog_closers: match self {
                 ToolFormat::Harmony => vec![harmony::CALL.to_string()],
                 _ => Vec::new(),
@@ -608,6 +621,8 @@ pub struct CompiledFormat {
     separators: Vec<String>,
     /// Markers that the model's end-of-generation token stands for (Harmony's `<|call|>`).
     eog_closers: Vec<String>,
+    /// Whether the answer is a constrained segment ([`CallSpec::answer`]), read as content.
+    answer: bool,
     /// Every tool of the set: name and parameters schema.
     tools: Vec<(String, Value)>,
 }

@@ -56,6 +56,11 @@ impl ParsedReply {
     }
 }
 
+/// The leaves an answer is made of (not the markers: `const_string`, `token`).
+fn is_answer(kind: LeafKind) -> bool {
+    matches!(kind, LeafKind::Json | LeafKind::QwenXml | LeafKind::Regex | LeafKind::Grammar)
+}
+
 /// What reading collects, before trimming.
 #[derive(Default)]
 pub(super) struct Raw {
@@ -152,6 +157,13 @@ impl CompiledFormat {
                         }
                         Context::Ignore => {}
                     }
+                }
+                // A constrained answer (`CallSpec::answer`) is content; other leaves are
+                // markers or separators.
+                SegmentKind::Leaf(kind) if self.answer && ctx == Context::Content && is_answer(*kind) => {
+                    let bytes = &text[s.range.clone()];
+                    let bytes = if streaming && s.range.end == text.len() { whole_chars(bytes) } else { bytes };
+                    raw.content.push((String::from_utf8_lossy(bytes).into_owned(), raw.call_tags));
                 }
                 SegmentKind::Leaf(_) => {}
                 SegmentKind::Tag { tag, children, .. } => match self.role(*tag) {
