@@ -1,6 +1,7 @@
 //! Tool calling: the `stencil-tools` evaluation (`tools/examples/eval.rs`: multi-stage,
-//! single-grammar and unconstrained decoding on the fixture prompts, SmolLM2, greedy), run
-//! as its release binary (`scripts/bench.sh` builds it) and included as a section.
+//! single-grammar and unconstrained decoding, then each tool format, on the fixture prompts,
+//! SmolLM2, greedy), run as its release binary (`scripts/bench.sh` builds it) and included as
+//! a section.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,11 +21,14 @@ pub fn run(repo: &Path) -> String {
     let table = std::fs::read_to_string(&out).expect("the evaluation's table");
     let _ = std::fs::remove_file(&out);
     format!(
-        "## Tool calling: multi-stage vs one grammar vs unconstrained\n\n\
+        "## Tool calling: multi-stage vs one grammar vs unconstrained, and each model family's format\n\n\
          `cargo run --release -p stencil-tools --example eval` (the same model, prompts, tools and \
          greedy sampling for every row; llama.cpp on one thread, CPU). *Valid calls*: the reply holds \
          at least one call, each names a tool of the set with arguments that validate and obey the \
-         tool choice; *correct tool*: its first call names the tool the prompt asks for. With `auto` \
-         the model may answer in text instead (*text replies*).\n\n{table}\n"
+         tool choice; *correct tool*: its first call names the tool the prompt asks for; *expected \
+         arguments*: moreover, that call holds every argument the prompt determines, with an equal \
+         value. With `auto` the model may answer in text instead (*text replies*). Under `required` a \
+         call is valid by construction unless `max_tokens` cuts it. The formats table: SmolLM2 has \
+         no tool format of its own, so each format is shown by a system prompt.\n\n{table}\n"
     )
 }
