@@ -290,25 +290,9 @@ fn random_walks_of_every_format_read_back_into_valid_calls() {
                     };
                     let what = format!("{format} tokens={tokens} {choice} parallel={parallel}");
                     let compiled = Arc::new(format.compile(&spec).unwrap_or_else(|e| panic!("{what}: {e}")));
-                    let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
-                    let mut walker = Walker::new(v.clone());
-                    let mut rng = Xoshiro256::new(7);
-                    // Walks to a random length, then to an end. (The exploring walk's search
-                    // for an end cannot get from free text — the reasoning, a Harmony
-                    // preamble, a raw Qwen3-Coder string — through a whole call within its
-                    // budget; its stuck walks take tens of seconds each.)
-                    let options = WalkOptions { max_tokens: 160, style: Style::TargetLength };
                     let (mut complete, mut with_calls) = (0, 0);
                     // Up to 12 complete walks, of at most 64.
-                    for _ in 0..64 {
-                        if complete == 12 {
-                            break;
-                        }
-                        let text = match walker.walk(&g, &mut rng, &options) {
-                            Ok(w) if w.complete => w.text(&v),
-                            Ok(_) => continue,
-                            Err(e) => panic!("{what}: {e:?}"),
-                        };
+                    for text in complete_walks(&compiled, &v, 7, (160, 12, 64), &what) {
                         complete += 1;
                         let shown = String::from_utf8_lossy(&text);
                         let reply = compiled.read(&text).unwrap_or_else(|e| panic!("{what}: {e}\n{shown:?}"));
@@ -348,6 +332,36 @@ fn random_walks_of_every_format_read_back_into_valid_calls() {
 
 /// Streams `text` in random pieces (and, cut, a prefix of it): the events concatenate to
 /// the reply read whole.
+/// The texts of up to `want` complete random walks of `compiled`'s grammar over `v`, of
+/// `tries` walks of at most `max_tokens` (`(max_tokens, want, tries)`), from `seed`. Each walks
+/// to a random length, then to an end. (The exploring walk's search for an end cannot get
+/// from free text — the reasoning, a Harmony preamble, a raw Qwen3-Coder string — through a
+/// whole call within its budget; its stuck walks take tens of seconds each.)
+fn complete_walks(
+    compiled: &stencil_tools::CompiledFormat,
+    v: &Arc<Vocabulary>,
+    seed: u64,
+    (max_tokens, want, tries): (usize, usize, usize),
+    what: &str,
+) -> Vec<Vec<u8>> {
+    let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
+    let mut walker = Walker::new(v.clone());
+    let mut rng = Xoshiro256::new(seed);
+    let options = WalkOptions { max_tokens, style: Style::TargetLength };
+    let mut texts = Vec::new();
+    for _ in 0..tries {
+        if texts.len() == want {
+            break;
+        }
+        match walker.walk(&g, &mut rng, &options) {
+            Ok(w) if w.complete => texts.push(w.text(v)),
+            Ok(_) => {}
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+    }
+    texts
+}
+
 fn check_stream(compiled: &Arc<stencil_tools::CompiledFormat>, text: &[u8], rng: &mut SplitMix64, what: &str) {
     let cut = if text.is_empty() { 0 } else { rng.below(text.len() as u64 + 1) as usize };
     for end in [text.len(), cut] {
@@ -632,20 +646,8 @@ fn an_answer_under_a_schema_follows_the_reasoning_in_every_format() {
             };
             let what = format!("{format} tokens={tokens}");
             let compiled = Arc::new(format.compile(&spec).unwrap_or_else(|e| panic!("{what}: {e}")));
-            let g = CompiledGrammar::new(&compiled.compiled_tag().grammar, v.clone()).unwrap();
-            let mut walker = Walker::new(v.clone());
-            let mut rng = Xoshiro256::new(11);
-            let options = WalkOptions { max_tokens: 120, style: Style::TargetLength };
             let mut complete = 0;
-            for _ in 0..48 {
-                if complete == 6 {
-                    break;
-                }
-                let text = match walker.walk(&g, &mut rng, &options) {
-                    Ok(w) if w.complete => w.text(&v),
-                    Ok(_) => continue,
-                    Err(e) => panic!("{what}: {e:?}"),
-                };
+            for text in complete_walks(&compiled, &v, 11, (120, 6, 48), &what) {
                 complete += 1;
                 let shown = String::from_utf8_lossy(&text);
                 let reply = compiled.read(&text).unwrap_or_else(|e| panic!("{what}: {e}\n{shown:?}"));
