@@ -144,3 +144,26 @@ def test_tool_choice_none_keeps_the_response_format(client):
 def openai_not_given():
     import openai
     return openai.NOT_GIVEN
+
+
+def test_auto_gives_text_then_a_call_as_content_and_tool_calls(client):
+    # One earlier turn shows the model text before a call; with Mistral's
+    # [TOOL_CALLS]NAME[ARGS]{…} SmolLM2 then writes a sentence and calls (greedy).
+    messages = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": "Let me check the weather in Paris.", "tool_calls": [
+            {"id": "abcDEF123", "type": "function",
+             "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": json.dumps({"temp_c": 21})},
+        {"role": "assistant", "content": "It is 21 degrees in Paris."},
+        {"role": "user", "content": "What is the weather in Oslo?"},
+    ]
+    kwargs = dict(messages=messages, tool_choice="auto", extra_body={"tool_format": "mistral-args"})
+    r = create(client, **kwargs)
+    message = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls", r
+    assert message.content and "Oslo" in message.content and "[TOOL_CALLS]" not in message.content, message
+    content, reasoning, calls = whole(message)
+    assert len(calls) == 1 and calls[0]["name"] == "get_weather", calls
+    valid(calls[0])
+    assert streamed(client, **kwargs) == (content, reasoning, calls, "tool_calls")
