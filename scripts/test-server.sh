@@ -66,7 +66,7 @@ done
 echo "== server suite: pytest server/tests"
 status=0
 STENCIL_SERVER_URL="$URL" STENCIL_SERVER_KEY="$KEY" STENCIL_BIN="$BIN" STENCIL_SERVER_MODEL="$MODEL" \
-    timeout 300 "$VENV/bin/python" -m pytest -q -p no:cacheprovider server/tests "$@" || status=$?
+    timeout 600 "$VENV/bin/python" -m pytest -q -p no:cacheprovider server/tests "$@" || status=$?
 
 echo "== server suite: SIGTERM ends the server cleanly"
 kill -TERM "$PID"

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// `reasoning_budget`; the grammar then closes the reasoning.
     #[arg(long, value_name = "N")]
     reasoning_budget: Option<u32>,
+    /// A Jinja chat template that replaces the model's (for example one of
+    /// fixtures/templates/).
+    #[arg(long, value_name = "FILE")]
+    chat_template_file: Option<PathBuf>,
     /// Speculation for requests that do not choose (their `speculation` field can also
     /// pick `prompt-lookup`, or `draft-model` when a draft model is loaded, or `none`).
     #[command(flatten)]
@@ -92,6 +96,11 @@ pub fn run(args: &ServeArgs) -> Result<ExitCode, CliError> {
     config.flash_attention = args.speculation.flash_attention()?;
     config.tool_format = args.tool_format.clone();
     config.reasoning_budget = args.reasoning_budget;
+    if let Some(path) = &args.chat_template_file {
+        let source = std::fs::read_to_string(path)
+            .map_err(|e| CliError::Usage(format!("--chat-template-file {}: {e}", path.display())))?;
+        config.chat_template = Some(source);
+    }
     stencil_server::serve(config).map_err(server)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -27,11 +27,14 @@ pub struct ModelOptions {
     pub n_gpu_layers: u32,
     /// Map the file instead of reading it (default true).
     pub use_mmap: bool,
+    /// A Jinja chat template that replaces the one in the GGUF file (default none: the
+    /// file's own, if it has one).
+    pub chat_template: Option<String>,
 }
 
 impl Default for ModelOptions {
     fn default() -> Self {
-        ModelOptions { n_gpu_layers: if cfg!(feature = "cuda") { 999 } else { 0 }, use_mmap: true }
+        ModelOptions { n_gpu_layers: if cfg!(feature = "cuda") { 999 } else { 0 }, use_mmap: true, chat_template: None }
     }
 }
 
@@ -212,7 +215,7 @@ impl Model {
                 .unwrap_or_default()
         };
         let bos_text = token_text("tokenizer.ggml.bos_token_id");
-        let chat_template = match meta.get_str("tokenizer.chat_template") {
+        let chat_template = match options.chat_template.as_deref().or(meta.get_str("tokenizer.chat_template")) {
             Some(source) => Some(ChatTemplate::new(source, &bos_text, &token_text("tokenizer.ggml.eos_token_id"))?),
             None => None,
         };

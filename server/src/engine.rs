@@ -72,6 +72,8 @@ pub struct EngineSettings {
     pub draft_path: Option<std::path::PathBuf>,
     /// The session: `n_seq_max` = --parallel, `n_ctx` = --ctx-size.
     pub session: SessionOptions,
+    /// A chat template that replaces the model's (`--chat-template-file`).
+    pub chat_template: Option<String>,
 }
 
 /// A job being decoded.
@@ -271,7 +273,8 @@ fn load_models(
     tracing::info!(model = %path.display(), "loading model");
     let abort = abort.clone();
     let mut logged = 0;
-    let model = Model::load_with_progress(path, &ModelOptions::default(), move |fraction| {
+    let options = ModelOptions { chat_template: settings.chat_template.clone(), ..ModelOptions::default() };
+    let model = Model::load_with_progress(path, &options, move |fraction| {
         let percent = (fraction * 100.0) as u32;
         if percent >= logged + 25 {
             logged = percent - percent % 25;

@@ -53,7 +53,10 @@
 //! call's arguments under its tool's schema), then read back by that grammar's captures
 //! into `content`, `reasoning_content` and `tool_calls` (`finish_reason: "tool_calls"`).
 //! Streamed, the same reading sends reasoning, text, each call's id and name, then its
-//! arguments, as they are decoded. `chat_template_kwargs` reaches the chat template.
+//! arguments, as they are decoded. `chat_template_kwargs` reaches the chat template. A
+//! request without tools to a model whose template thinks (or that asks for `reasoning`)
+//! is a reply without calls in the same format: its reasoning comes apart, and its
+//! `response_format` applies after it.
 //!
 //! Speculative decoding: the extension field `speculation` (`"prompt-lookup"`,
 //! `"draft-model"` when the server has a draft model, or `"none"`) overrides the server's
@@ -143,6 +146,8 @@ pub struct ServerConfig {
     /// The most tokens a reply's reasoning may take, for requests without
     /// `reasoning_budget` (default none).
     pub reasoning_budget: Option<u32>,
+    /// A Jinja chat template that replaces the model's (`--chat-template-file`).
+    pub chat_template: Option<String>,
 }
 
 impl ServerConfig {
@@ -166,6 +171,7 @@ impl ServerConfig {
             flash_attention: FlashAttention::Auto,
             tool_format: None,
             reasoning_budget: None,
+            chat_template: None,
         }
     }
 
@@ -301,6 +307,7 @@ async fn serve_async(config: ServerConfig) -> Result<(), ServerError> {
     let settings = engine::EngineSettings {
         model_path: config.model.clone(),
         draft_path: config.draft_model.clone(),
+        chat_template: config.chat_template.clone(),
         session: SessionOptions {
             n_ctx: config.ctx_size,
             n_threads: config.threads,

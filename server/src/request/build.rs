@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use stencil_runtime::{GenerateRequest, Model, Prompt, Speculation};
 
-use super::Prepared;
-use crate::constraint::{tool_reply, Constraint, GrammarCache};
+use super::{Prepared, ToolRequest};
+use stencil_tools::format::{ReasoningMode, ToolFormat};
+use stencil_tools::ToolChoice;
+
+use crate::constraint::{tool_reply, Constraint, GrammarCache, ToolSpec};
 use crate::engine::runtime_error;
 use crate::error::ApiError;
 
@@ -110,7 +113,8 @@ fn prompt_and_constraint(
     cache: &GrammarCache,
     serving: &Serving,
 ) -> Result<(Prompt, Option<Arc<Constraint>>), ApiError> {
-    let Some(t) = &p.tools else {
+    let thinking = p.tools.is_none().then(|| thinking(p, model)).flatten();
+    let Some(t) = p.tools.as_ref().or(thinking.as_ref()) else {
         let prompt = match (&p.prompt, model.chat_template()) {
             (Prompt::Chat(messages), Some(template)) if !p.template_kwargs.is_empty() => {
                 Prompt::Text(template.render_with(messages, true, None, &p.template_kwargs).map_err(runtime_error)?)
@@ -138,6 +142,29 @@ fn prompt_and_constraint(
     let mut constraint = tool_reply(caller, &options, &text)?;
     constraint.schema = answer.and_then(|a| a.schema.clone());
     Ok((Prompt::Text(text), Some(Arc::new(constraint))))
+}
+
+/// A chat request without tools to a model whose chat template thinks (its tool format's
+/// reasoning markers, optional or opened by the rendered prompt): a reply without calls in
+/// that format, so that the reasoning comes back apart and a `response_format` applies
+/// after it.
+fn thinking(p: &Prepared, model: &Model) -> Option<ToolRequest> {
+    let Prompt::Chat(messages) = &p.prompt else { return None };
+    let template = model.chat_template()?;
+    let format = ToolFormat::detect(template.source())?;
+    let rendered = template.render_with(messages, true, None, &p.template_kwargs).ok()?;
+    if format.reasoning_for(template.source(), &rendered) == ReasoningMode::Off {
+        return None;
+    }
+    let spec = ToolSpec {
+        tools: serde_json::json!([]),
+        choice: ToolChoice::None,
+        parallel: false,
+        format: None,
+        reasoning: None,
+        reasoning_budget: None,
+    };
+    Some(ToolRequest { spec, conversation: messages.clone() })
 }
 
 #[cfg(test)]
