@@ -658,7 +658,8 @@ fn sse(out: Out) -> SseEvent {
     SseEvent::default().data(data.unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")))
 }
 
-fn unix_now() -> u64 {
+/// Now, in Unix seconds.
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 

@@ -12,6 +12,7 @@ stream of the same request must put together to the same calls.
 import json
 
 import jsonschema
+import openai
 import pytest
 
 from test_server import PARAMETERS, TOOLS, bad, user
@@ -121,7 +122,7 @@ CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength":
 
 def test_reasoning_then_a_schema_without_tools_whole_and_streamed(client):
     fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
-    kwargs = dict(tools=openai_not_given(), messages=user("Where is the Eiffel Tower? Think, then answer in JSON."),
+    kwargs = dict(tools=openai.NOT_GIVEN, messages=user("Where is the Eiffel Tower? Think, then answer in JSON."),
                   response_format=fmt, max_tokens=80, extra_body={"reasoning": "required", "reasoning_budget": 12})
     r = create(client, **kwargs)
     message = r.choices[0].message
@@ -139,11 +140,6 @@ def test_tool_choice_none_keeps_the_response_format(client):
                messages=user("Where is the Eiffel Tower? Answer in JSON."))
     assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
     jsonschema.validate(json.loads(r.choices[0].message.content), CITY)
-
-
-def openai_not_given():
-    import openai
-    return openai.NOT_GIVEN
 
 
 def test_auto_gives_text_then_a_call_as_content_and_tool_calls(client):

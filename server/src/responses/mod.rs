@@ -36,7 +36,7 @@ use crate::engine::Event;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::request::{self, Limits, Prepared};
-use crate::response::{self, new_id, Answer, Out, Whole};
+use crate::response::{self, new_id, unix_now, Answer, Out, Whole};
 
 /// Reads and prepares a Responses body for the model `model_id`: the chat request it
 /// amounts to (usage always counted: a Response carries it), and the Response's
@@ -121,8 +121,4 @@ pub(crate) fn stream(
 /// An id as OpenAI writes them: `resp_…`, `msg_…`, `rs_…`, `fc_…`.
 fn item_id(prefix: &str) -> String {
     new_id(prefix).replacen('-', "_", 1)
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
