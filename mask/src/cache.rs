@@ -52,6 +52,12 @@
 //!   (`TextTokens::run_split`, the result kept per class), and walks only the tokens whose
 //!   first other byte the run's state at that offset takes (a closing quote: few), from
 //!   that byte on, and those that outlast the run, from its end.
+//! - Free text that stops only at a few ASCII bytes (a structural tag's `any_text` with
+//!   `excludes`: a loop over every character but `<`), in the state or in the start of a
+//!   rule it calls (`Automaton::text_loop`): the loop's item stays alive over any UTF-8
+//!   token without those bytes, so those are set at once from a mask made per byte set
+//!   and kept (`TextTokens::loop_split`), and only the others are walked (for a Hermes
+//!   trigger on Gemma 3's 262k tokens: 33 ms → 0.2 ms for the first mask).
 
 use crate::automaton::{Automaton, DEAD, NO_ORIGIN};
 use crate::bitmask::{self, TokenSet};
@@ -214,6 +220,13 @@ pub(crate) fn compute(
             let (mut chart, _) = Chart::new(a, &[start], scratch);
             walk(a, trie, &all_roots, &mut chart, follow, &mut accepted, &mut uncertain, Some(&split.cut_at), scratch)?;
         }
+        accepted
+    } else if let Some(split) = a.text_loop(state).and_then(|leave| text.loop_split(vocab, leave)) {
+        // Free text that leaves its loop at a few ASCII bytes only (the first bytes of
+        // its end markers): every UTF-8 token without them is allowed whole, the others
+        // are walked.
+        let mut accepted = split.inside.clone();
+        walk_in(&split.rest, &all_roots, &mut accepted)?;
         accepted
     } else {
         let mut accepted = bitmask::new_mask(vocab.mask_width());

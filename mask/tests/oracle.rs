@@ -550,3 +550,154 @@ fn a_run_beside_a_nullable_callee_equals_brute_force() {
         check_walk(&g, vocab.clone(), 11157286624509248381u64.wrapping_add(seed), 12).unwrap();
     }
 }
+
+/// Free text that stops at its end markers, as a structural tag writes `any_text` with
+/// `excludes` (a loop over every character but the markers' first bytes, which may end
+/// anywhere): alone and nullable, before a tag a trigger opens, and before a closing
+/// marker that a caller takes. A loop takes every UTF-8 token without those bytes whole
+/// and walks the others (`TextTokens::loop_split`): the masks are the brute force's, for
+/// tokens with the bytes, broken or cut-short UTF-8, control bytes and newlines.
+#[test]
+fn free_text_that_stops_at_its_markers() {
+    let mut words: Vec<Vec<u8>> = [
+        "<eos>",
+        "a",
+        "ab",
+        " b",
+        "<",
+        "<t",
+        "<tc",
+        "<tc>",
+        "tc>",
+        "c>",
+        ">",
+        "a<",
+        "a<t",
+        "a<tc>{",
+        "\n",
+        "\n\n",
+        "\t",
+        "\"",
+        "\\",
+        "é",
+        "中",
+        "中a",
+        "a中",
+        "{",
+        "}",
+        "{x}",
+        "x}",
+        "}a",
+        "</",
+        "</t",
+        "</t>",
+        "x</t>{",
+        "t>",
+        "/",
+        "<<",
+        "<</t>",
+        "\u{2028}",
+        "\u{7f}",
+        "\u{1}",
+        "x",
+        "!",
+        "a!",
+        "<tc>x",
+        "a<tc>a",
+        "<tc>{x}<tc>",
+        "</t>x",
+        "x</t>}",
+        "a!b",
+    ]
+    .iter()
+    .map(|w| w.as_bytes().to_vec())
+    .collect();
+    // A lead byte (a character cut short), a lone continuation byte, bytes UTF-8 never has.
+    words.extend([
+        vec![0xC3],
+        vec![b'a', 0xE4, 0xB8],
+        vec![0xA9],
+        vec![0xFF],
+        vec![b'a', 0xC0, 0x80],
+        vec![0xED, 0xA0],
+    ]);
+    let vocab = toy::from_tokens(words);
+    let triggered = r#"
+        root ::= f0
+        f0 ::= "" | "<" f1 | [^<] f0
+        f1 ::= "" | "<" f1 | "t" f2 | [^<t] f0
+        f2 ::= "" | "<" f1 | "c" f3 | [^<c] f0
+        f3 ::= "" | "<" f1 | ">" tag f0 | [^<>] f0
+        tag ::= "{" [a-z]* "}"
+    "#;
+    let closed = r#"
+        root ::= t0 "</t>" "{" [a-z]* "}"
+        t0 ::= "" | "<" t1 | [^<] t0
+        t1 ::= "" | "<" t1 | "/" t2 | [^</] t0
+        t2 ::= "" | "<" t1 | "t" t3 | [^<t] t0
+        t3 ::= "" | "<" t1 | [^<>] t0
+    "#;
+    let called = r#"
+        root ::= "x" text | text "!"
+        text ::= "" | "<" text | [^<!] text
+    "#;
+    for src in [triggered, closed, called] {
+        let g = stencil_grammar::parse_gbnf(src).unwrap();
+        let prefixes = ["", "a", "ab", "a<", "a<t", "<tc>{x}", "<tc>{x}a", "中", "</t>{", "x", "xa<", "a<<"];
+        assert_masks_after(&g, &vocab, &prefixes, src);
+        for seed in 1..16 {
+            if let Err(e) = check_walk(&g, vocab.clone(), seed, 12) {
+                panic!("{src}: seed {seed}: {e}");
+            }
+        }
+    }
+}
+
+/// The same on a real vocabulary (SmolLM2's 49k tokens): free text before a Hermes
+/// `<tool_call>` trigger, its first mask and the masks after text and a partial trigger.
+#[test]
+fn free_text_before_a_trigger_on_a_real_vocabulary() {
+    let (vocab, _) = stencil_test_support::fixtures::smollm2();
+    let marker = "<tool_call>";
+    // Free text that stops at the marker, as `any_text` with `excludes` writes it.
+    let mut rules = vec!["root ::= f0".to_string()];
+    for (i, _) in marker.char_indices() {
+        let here = marker.as_bytes()[i] as char;
+        let next = if i + 1 < marker.len() { format!("\"{here}\" f{}", i + 1) } else { format!("\"{here}\" call f0") };
+        let other = if i == 0 { "[^<]".to_string() } else { format!("[^<{here}]") };
+        let back = if i == 0 { String::new() } else { " | \"<\" f1".to_string() };
+        rules.push(format!("f{i} ::= \"\"{back} | {next} | {other} f0"));
+    }
+    rules.push(r#"call ::= "\n{\"name\": \"" [a-z_]+ "\"}\n</tool_call>""#.to_string());
+    let g = stencil_grammar::parse_gbnf(&rules.join("\n")).unwrap();
+    let r = Recognizer::new(&g).unwrap();
+    for prefix in ["", "é <", "a <tool", "<tool_call>\n{\"name\": \"a\"}\n</tool_call>"] {
+        let mut m = Matcher::new(CompiledGrammar::new(&g, vocab.clone()).unwrap());
+        let bytes = prefix.as_bytes();
+        // Byte by byte: every byte of the prefix is a token of this vocabulary.
+        for &b in bytes {
+            m.accept_token(vocab.find_token(&[b]).expect("a byte token")).unwrap();
+        }
+        let got = engine_mask(&mut m);
+        let mut checked = 0;
+        for t in 0..vocab.len() as u32 {
+            let b = vocab.token_bytes(t);
+            // Tokens the loop does not take whole, and some of the others.
+            if !vocab.is_eos(t) && !vocab.is_text(t) {
+                assert!(got.binary_search(&t).is_err(), "control token {t}");
+            } else if vocab.is_eos(t) || b.contains(&b'<') || std::str::from_utf8(b).is_err() || t % 97 == 0 {
+                checked += 1;
+                let mut s = bytes.to_vec();
+                s.extend_from_slice(b);
+                let ok = if vocab.is_eos(t) { r.matches(bytes) } else { r.is_prefix(&s) };
+                assert_eq!(
+                    got.binary_search(&t).is_ok(),
+                    ok,
+                    "after {prefix:?}: token {t} {:?}",
+                    String::from_utf8_lossy(b)
+                );
+            }
+        }
+        assert!(checked > 800, "{checked}");
+    }
+}

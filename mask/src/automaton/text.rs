@@ -232,6 +232,21 @@ impl Automaton {
             && self.text.utf8_run[s] == u32::MAX
     }
 
+    /// The ASCII bytes that leave a loop over all text in `state`'s first set: `state`, or
+    /// the start of a rule it calls, takes every other ASCII byte back to itself, and
+    /// every non-ASCII character (each byte before the last into a state that predicts
+    /// and completes nothing). Free text that stops only at the first bytes of its end
+    /// markers (`any_text` with `excludes`: `<`). An item there stays alive over any
+    /// token spelled with the loop's characters, whatever else the set holds.
+    pub fn text_loop(&self, state: u32) -> Option<u128> {
+        let callees = self.edges.calls[state as usize].iter().map(|&(rule, _)| self.rules.start[rule as usize]);
+        std::iter::once(state)
+            .chain(callees)
+            .filter(|&s| self.utf8_leads_to(s, s))
+            .map(|s| (0..0x80u8).filter(|&b| self.next(s, b) != s).fold(0u128, |m, b| m | 1 << b))
+            .min_by_key(|leave| leave.count_ones())
+    }
+
     /// The run from `state`, when it has one: its ASCII bytes, and how many of them in a
     /// row (`u32::MAX`: any number) keep the item `(state, any caller)` alive, alone and
     /// unfinished (a pattern's `[a-z0-9_-]+`; the counted characters of `{30,}`, or of

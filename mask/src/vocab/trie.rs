@@ -201,7 +201,26 @@ pub(crate) struct TextTokens {
     plain_after: [std::sync::OnceLock<TokenTrie>; PLAIN_UPTO],
     /// The same, of `long_plain`'s tokens only.
     long_plain_after: [std::sync::OnceLock<TokenTrie>; PLAIN_UPTO],
+    /// The text tokens that are well-formed UTF-8 from a character boundary (the last
+    /// character may be cut short), as a mask: what a loop over every character takes.
+    utf8: Vec<u32>,
+    /// [`TextTokens::loop_split`]s made so far, by the ASCII bytes that leave the loop.
+    loops: std::sync::Mutex<rustc_hash::FxHashMap<u128, Option<std::sync::Arc<LoopSplit>>>>,
 }
+
+/// The text tokens as a loop over every character but a few ASCII bytes sees them (see
+/// [`TextTokens::loop_split`]).
+#[derive(Debug)]
+pub(crate) struct LoopSplit {
+    /// The UTF-8 tokens without any of those bytes, as a mask: the loop takes each whole.
+    pub inside: Vec<u32>,
+    /// The other text tokens, to walk.
+    pub rest: TokenTrie,
+}
+
+/// How many [`TextTokens::loop_split`]s a vocabulary keeps (a grammar's free text leaves
+/// its loop at the first bytes of its few end markers).
+const MAX_LOOPS_KEPT: usize = 32;
 
 /// The text tokens as a run over a set of ASCII bytes sees them (see
 /// [`TextTokens::run_split`]).
@@ -247,9 +266,13 @@ impl TextTokens {
         let mut plain_upto = vec![crate::bitmask::new_mask(mask_width); PLAIN_UPTO];
         let mut all_mask = crate::bitmask::new_mask(mask_width);
         let mut with_byte = vec![crate::bitmask::new_mask(mask_width); NON_ASCII + 1];
+        let mut utf8 = crate::bitmask::new_mask(mask_width);
         for &(bytes, id) in tokens {
             if !bytes.is_empty() {
                 crate::bitmask::set(&mut all_mask, id);
+                if utf8_text(bytes).is_some() {
+                    crate::bitmask::set(&mut utf8, id);
+                }
             }
             for &b in bytes {
                 crate::bitmask::set(&mut with_byte[(b as usize).min(NON_ASCII)], id);
@@ -296,7 +319,35 @@ impl TextTokens {
             within: Default::default(),
             plain_after: std::array::from_fn(|_| std::sync::OnceLock::new()),
             long_plain_after: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            utf8,
+            loops: Default::default(),
         }
+    }
+
+    /// The text tokens split for a loop over every character but the ASCII bytes `leave`
+    /// (free text that stops at the first byte of an end marker: `any_text` with
+    /// `excludes`): the UTF-8 tokens without those bytes, which the loop takes whole, and
+    /// a trie of the others. `None` when the others are too many for the split to pay.
+    /// Made once per byte set and kept.
+    pub fn loop_split(&self, vocab: &Vocabulary, leave: u128) -> Option<std::sync::Arc<LoopSplit>> {
+        let mut kept = self.loops.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(split) = kept.get(&leave) {
+            return split.clone();
+        }
+        let mut inside = self.utf8.clone();
+        for b in (0..NON_ASCII).filter(|&b| leave >> b & 1 == 1) {
+            inside.iter_mut().zip(&self.with_byte[b]).for_each(|(w, x)| *w &= !x);
+        }
+        let others = crate::bitmask::count(&self.all_mask) - crate::bitmask::count(&inside);
+        let split = (others <= MAX_CUT_TOKENS).then(|| {
+            let rest = self.all_mask.iter().zip(&inside).map(|(a, i)| a & !i).collect::<Vec<u32>>();
+            let rest = TokenTrie::build(crate::bitmask::allowed(&rest).map(|id| (vocab.token_bytes(id), id)));
+            std::sync::Arc::new(LoopSplit { inside, rest })
+        });
+        if kept.len() < MAX_LOOPS_KEPT {
+            kept.insert(leave, split.clone());
+        }
+        split
     }
 
     /// The plain tokens of more than `n < PLAIN_UPTO` characters, each from its `n`-th
@@ -414,13 +465,18 @@ fn plain_prefix_len(bytes: &[u8]) -> usize {
 
 /// See [`TextTokens`].
 fn is_plain_text(bytes: &[u8]) -> bool {
-    // Well-formed, or cut short inside its last character.
-    let valid = match std::str::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"),
-        Err(_) => return false,
-    };
-    valid.chars().all(plain_char)
+    utf8_text(bytes).is_some_and(|valid| valid.chars().all(plain_char))
+}
+
+/// `bytes` up to a last character cut short, when they are well-formed UTF-8 so far.
+fn utf8_text(bytes: &[u8]) -> Option<&str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Some(s),
+        Err(e) if e.error_len().is_none() => {
+            Some(std::str::from_utf8(&bytes[..e.valid_up_to()]).expect("valid up to there"))
+        }
+        Err(_) => None,
+    }
 }
 
 /// The children of node `m` (each child's subtree ends where the next child starts).
