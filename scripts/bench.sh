@@ -30,7 +30,7 @@
 #   scripts/bench.sh --parts server           # only serving (scripts/bench-server.sh, about 10 minutes,
 #                                             # plus 10 to build llama-server once): stencil serve vs
 #                                             # llama-server, 1/4/8 concurrent clients
-#   scripts/bench.sh --parts structural       # only structural tags over 25, 100, 400 tools (Stencil, XGrammar)
+#   scripts/bench.sh --parts structural       # only structural tags over 25, 100, 400 tools (Stencil, XGrammar, llguidance)
 #   scripts/bench.sh --parts tail             # only the whole dev split's cold-mask and compile
 #                                             # tail, Stencil alone (bench/examples/mask_digest.rs,
 #                                             # about 3 minutes)
@@ -135,9 +135,11 @@ if [ "$structural" = 1 ]; then
         echo "A \`triggered_tags\` (trigger \`<tool_call>\`) over N Hermes / Qwen tool tags, each"
         echo "\`<tool_call>\\n{\"name\": \"NAME\", \"arguments\": \` + the tool's schema + \`}\\n</tool_call>\`. Tools: every"
         echo "schema of the dev split's \`MCPspec\`, then \`Glaiveai2K\`'s, in file-name order, those that compile on"
-        echo "their own in strict mode. Process CPU time, best of 3 (XGrammar: one compile, one thread, no cache)."
-        echo "Stencil: \`cargo run --release -p stencil-structural --example tools_bench\`; XGrammar 0.2.8:"
-        echo "\`bench/structural/anchors.py\` on the same tags and vocabulary. *schemas alone*: the tools'"
+        echo "their own in strict mode. Process CPU time, best of 3 (the anchors: one compile, one thread, no cache)."
+        echo "Stencil: \`cargo run --release -p stencil-structural --example tools_bench\`; the anchors:"
+        echo "\`bench/structural/anchors.py\` on the same tags and vocabulary (XGrammar 0.2.8's"
+        echo "\`compile_structural_tag\`; llguidance's own equivalent, \`StructTag.to_grammar\`, its schemas lenient,"
+        echo "its compile column including the first mask, which finishes its lazy compile). *schemas alone*: the tools'"
         echo "schemas compiled one by one; *first mask (in a tag)*: after the prompt-free prefix"
         echo "\`Let me check. <tool_call>...{\`; *warm mask p99*: along random walks, each mask computed twice."
         for vocab in smollm2 gemma; do
