@@ -213,7 +213,14 @@ fn text_choice(index: &Points, task: &Task, model: &str) -> String {
             evidence(p)
         );
     }
-    format!("no setting is more diverse than greedy decoding by the intervals; greedy: {}.", evidence(greedy))
+    format!(
+        "no setting is more diverse than greedy decoding by the intervals, so greedy decoding stands: diversity (words) \
+         {}, diversity (tokens) {}, coherence {}, perplexity {}.",
+        cell(gd, div),
+        cell(get(greedy, Metric::Diversity(Unit::Tokens)), div),
+        cell(gc, Metric::Coherence),
+        cell(get(greedy, Metric::Perplexity), Metric::Perplexity),
+    )
 }
 
 /// The first of the points with the highest (`higher`) or lowest value of `metric`.
