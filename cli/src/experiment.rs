@@ -1,48 +1,49 @@
-//! `stencil experiment`: the same prompts through several decoding presets, on one or more
-//! models, measured and charted.
+//! `stencil experiment`: a study of decoding parameters, one at a time, on one or more
+//! models — decoded, scored by a second model, measured, charted and reported.
 //!
-//! The experiment file (TOML) names the models, the presets (built-in names or `[preset.NAME]`
-//! tables in the presets format), the prompts (free text, or with a JSON Schema, optionally
-//! also run without it), the seed and the samples per prompt and preset. Every output goes to
-//! `samples.jsonl` with its generation record; `stencil_experiment::report` writes the metrics
-//! table, the charts and `report.md`. `fixtures/experiments/decoding.toml` is the example.
+//! The study file (TOML, read by `stencil_experiment::study::Study`) names the models, the
+//! sweeps (a parameter moved through its values from a base setting), the tasks and their
+//! prompts; `fixtures/experiments/decoding.toml` is the shipped study. This module decodes
+//! every distinct setting once per prompt — sampled settings with the study's seeds, all
+//! seeds of a prompt batched in one `generate_n` — judges schema outputs, then has the
+//! *other* model read each output (its perplexity, and its embeddings of prompt and output
+//! for coherence), and writes `samples.jsonl.gz`, `run.json` and the report
+//! (`stencil_experiment::report`). Each model decodes and scores on a thread of its own.
 //!
 //! ```toml
-//! title = "Why decoding parameters matter"
-//! models = [                                     # a bare file name: the model cache
-//!     { file = "smollm2-135m-instruct.q4_1.gguf", name = "SmolLM2-135M" },
-//!     "gemma-3-270m-q4_k_m.gguf",                 # named by its GGUF's general.name
+//! title = "Decoding, one parameter at a time"
+//! models = [
+//!     { file = "smollm2-135m-instruct.q4_1.gguf", name = "SmolLM2-135M-Instruct" },  # a bare name: the model cache
+//!     { file = "gemma-3-270m-q4_k_m.gguf", name = "Gemma 3 270M" },
 //! ]
-//! presets = ["greedy", "nucleus", "contrastive"] # run in this order
-//! samples = 4                                     # seeds SEED .. SEED + 3
-//! seed = 1
-//! max_tokens = 80
+//! seeds = 8                                         # per prompt, for sampled settings
 //!
-//! [preset.greedy]
-//! temperature = 0.0
-//! [preset.nucleus]
-//! temperature = 0.9
-//! top_p = 0.92
+//! [[sweep]]
+//! name = "temperature"
+//! parameter = "temperature"
+//! base = { top_p = 1.0, top_k = 0 }
+//! values = [0.0, 0.5, 1.0, 1.5]
 //!
-//! [[prompt]]
-//! id = "bullets"
-//! text = "Write three bullet points about decoding:"
-//! [[prompt]]
-//! id = "risk-json"
-//! text = "Return a JSON object with keys risk and mitigation."
-//! schema = "risk.schema.json"                     # relative to this file
-//! free = true                                     # also decode it without the schema
+//! [[task]]
+//! name = "extract"
+//! max_tokens = 64
+//! schema = "person.schema.json"                     # relative to this file
+//! free = true                                       # also decode without the schema
+//! prompts = [{ id = "x1", text = "…", expected = { name = "Ana" } }]
 //! ```
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
-use stencil_experiment::Sample;
+use stencil_experiment::report::{self, variants, Run};
+use stencil_experiment::study::{Setting, Study, Task};
+use stencil_experiment::{files, judge_json, matches_expected, Sample};
 use stencil_mask::CompiledGrammar;
-use stencil_runtime::sampling::{Presets, SamplingParams};
+use stencil_runtime::sampling::SamplingParams;
 use stencil_runtime::{GenerateRequest, Model, Prompt, Session, SessionOptions};
 use stencil_schema::SchemaOptions;
 
@@ -53,100 +54,32 @@ use crate::source::{GrammarSource, LoadedSchema, SchemaFile};
 /// `stencil experiment`'s arguments.
 #[derive(clap::Args, Debug)]
 pub struct ExperimentArgs {
-    /// The experiment file (TOML; see fixtures/experiments/decoding.toml).
+    /// The study file (TOML; see fixtures/experiments/decoding.toml).
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The output folder: samples.jsonl, metrics.csv, metrics.md, the charts and report.md.
+    /// The output folder: samples.jsonl.gz, run.json, metrics.csv, the charts and report.md.
     #[arg(long, short = 'o', value_name = "DIR")]
     out: PathBuf,
-    /// Run these models instead of the file's (repeatable).
-    #[arg(long, short = 'm', value_name = "FILE")]
-    model: Vec<PathBuf>,
-    /// Samples per prompt and preset, instead of the file's.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
-    samples: Option<u64>,
-    /// CPU threads for llama.cpp (default: all cores).
+    /// The study's smoke-test variant: its `[quick]` table keeps a prompt per task, two
+    /// seeds, each sweep's first and last value and a few tokens.
+    #[arg(long)]
+    quick: bool,
+    /// CPU threads for each model's llama.cpp (default 1: the models decode side by side,
+    /// one thread each; llama.cpp's threads spin-wait for each other, which collapses on a
+    /// busy machine).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
     /// No progress bar.
     #[arg(long, short = 'q')]
     quiet: bool,
-    /// Decode nothing: rewrite the metrics, charts and report from --out's samples.jsonl
-    /// (after a change to the report, or to share one run's report).
+    /// Decode nothing: rewrite the metrics, charts and report from --out's
+    /// samples.jsonl.gz and run.json (after a change to the report).
     #[arg(long)]
     report_only: bool,
 }
 
-/// The experiment file.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct ExperimentFile {
-    title: String,
-    #[serde(default)]
-    intro: String,
-    models: Vec<ModelSpec>,
-    presets: Vec<String>,
-    #[serde(default = "default_samples")]
-    samples: usize,
-    #[serde(default = "default_seed")]
-    seed: u64,
-    max_tokens: Option<u32>,
-    /// Preset definitions, in the presets file's format.
-    #[serde(default)]
-    preset: toml::Table,
-    #[serde(rename = "prompt")]
-    prompts: Vec<PromptSpec>,
-}
-
-fn default_samples() -> usize {
-    4
-}
-
-fn default_seed() -> u64 {
-    1
-}
-
-/// A model: its file, and optionally the name the report shows (default: the GGUF's
-/// `general.name`).
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum ModelSpec {
-    File(String),
-    Named { file: String, name: String },
-}
-
-impl ModelSpec {
-    fn file(&self) -> &str {
-        match self {
-            ModelSpec::File(file) | ModelSpec::Named { file, .. } => file,
-        }
-    }
-
-    fn name(&self) -> Option<&str> {
-        match self {
-            ModelSpec::File(_) => None,
-            ModelSpec::Named { name, .. } => Some(name),
-        }
-    }
-}
-
-/// One `[[prompt]]`.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct PromptSpec {
-    id: String,
-    text: String,
-    /// A JSON Schema the output is decoded under (relative to the experiment file).
-    schema: Option<PathBuf>,
-    /// With a schema: also decode the prompt without it.
-    #[serde(default)]
-    free: bool,
-    /// Overrides the file's `max_tokens` for this prompt.
-    max_tokens: Option<u32>,
-}
-
-/// A prompt's schema, read once.
-struct SchemaPrompt {
+/// A schema task's schema, read once.
+struct SchemaTask {
     source: GrammarSource,
     grammar: stencil_grammar::Grammar,
     schema: LoadedSchema,
@@ -154,133 +87,289 @@ struct SchemaPrompt {
 
 pub fn run(args: &ExperimentArgs) -> Result<ExitCode, CliError> {
     let text = std::fs::read_to_string(&args.file).map_err(|source| CliError::Read {
-        what: "experiment file",
+        what: "study file",
         path: args.file.clone(),
         source,
     })?;
-    let file: ExperimentFile = toml::from_str(&text)
-        .map_err(|e| CliError::Usage(format!("{}: {}", args.file.display(), e.to_string().trim_end())))?;
-    let base = args.file.parent().unwrap_or(Path::new("."));
+    let study = Study::from_toml(&text).map_err(|e| CliError::Usage(format!("{}: {e}", args.file.display())))?;
+    let study = if args.quick { study.quick() } else { study };
+    let files_error = |e: files::FilesError| CliError::Usage(e.to_string());
     if args.report_only {
-        let samples = read_samples(&args.out)?;
-        return write_report(args, &file, &samples);
+        let samples = files::read_samples(&args.out).map_err(files_error)?;
+        let run = files::read_run(&args.out).map_err(files_error)?;
+        return write_report(args, &study, &run, &samples);
     }
-    let presets = load_presets(&file, &args.file)?;
-    let schemas = file
-        .prompts
-        .iter()
-        .map(|p| p.schema.as_ref().map(|path| load_schema(&base.join(path))).transpose())
-        .collect::<Result<Vec<_>, _>>()?;
-    let models: Vec<(PathBuf, Option<&str>)> = if args.model.is_empty() {
-        file.models.iter().map(|m| (model_path(m.file(), base), m.name())).collect()
-    } else {
-        args.model.iter().map(|path| (path.clone(), None)).collect()
+    let base = args.file.parent().unwrap_or(Path::new("."));
+    let threads = args.threads.unwrap_or(1).max(1);
+    let started = Instant::now();
+    let mut samples = decode(&study, base, threads, args.quiet)?;
+    let decode_seconds = started.elapsed().as_secs_f64();
+    if !args.quiet {
+        eprintln!("decoded {} outputs in {decode_seconds:.0} s", samples.len());
+    }
+    score(&study, base, &mut samples, threads, args.quiet)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !args.quiet {
+        eprintln!("scored them in {:.0} s", seconds - decode_seconds);
+    }
+    let run = Run {
+        commit: commit(base),
+        dirty: dirty(base),
+        seconds,
+        decode_seconds,
+        cpu_seconds: cpu_seconds(),
+        threads,
+        quick: args.quick,
     };
-    let samples = args.samples.map_or(file.samples, |n| n as usize).max(1);
-    let runs_per_model: usize =
-        file.prompts.iter().map(|p| if p.schema.is_some() && p.free { 2 } else { 1 }).sum::<usize>() * presets.len();
-    let bar = progress(args.quiet, (runs_per_model * models.len()) as u64);
-    let threads = args.threads.unwrap_or_else(|| SessionOptions::default().n_threads);
+    files::write_samples(&args.out, &samples).map_err(files_error)?;
+    files::write_run(&args.out, &run).map_err(files_error)?;
+    // The report from the samples as written, so that re-rendering gives the same bytes.
+    let samples = files::read_samples(&args.out).map_err(files_error)?;
+    write_report(args, &study, &run, &samples)
+}
 
-    let mut all = Vec::new();
-    for (path, display_name) in &models {
-        let model = load_model(path, args.quiet)?;
-        let name = display_name.map_or_else(|| model.info().name.clone(), str::to_string);
-        let grammars = schemas
-            .iter()
-            .map(|s| s.as_ref().map(|s| compile(s, &model, path)).transpose())
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut sessions = Sessions::default();
-        for (prompt, (schema, grammar)) in file.prompts.iter().zip(schemas.iter().zip(&grammars)) {
-            let variants: &[bool] = match (grammar, prompt.free) {
-                (Some(_), true) => &[true, false],
-                (Some(_), false) => &[true],
-                (None, _) => &[false],
-            };
-            for (preset, params) in &presets {
-                for &constrained in variants {
-                    bar.set_message(format!(
-                        "{name}: {} / {preset}{}",
-                        prompt.id,
-                        if constrained { "" } else { " (free)" }
-                    ));
-                    let mut params = params.clone();
-                    params.seed = Some(file.seed);
-                    if let Some(n) = prompt.max_tokens.or(file.max_tokens) {
-                        params.max_tokens = n;
-                    }
-                    let mut request = GenerateRequest::new(Prompt::user_or_text(&model, prompt.text.clone()));
-                    request.params = params;
-                    request.preset = Some(preset.clone());
-                    if let (true, Some(g)) = (constrained, grammar) {
+/// Runs `work(i)` for every model `i`, each on a thread of its own (a model's llama.cpp
+/// runs on `--threads` threads, one by default: the models run side by side on two cores),
+/// and returns the results in model order.
+fn per_model<T: Send>(study: &Study, work: impl Fn(usize) -> Result<T, CliError> + Sync) -> Result<Vec<T>, CliError> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..study.models.len())
+            .map(|i| {
+                scope.spawn({
+                    let work = &work;
+                    move || work(i)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(CliError::Usage("a model's worker thread panicked".into()))))
+            .collect()
+    })
+}
+
+/// Every output of the study: each model on its own thread, every distinct setting once
+/// per prompt (and constraint), the seeds of a sampled setting decoded together.
+fn decode(study: &Study, base: &Path, threads: u32, quiet: bool) -> Result<Vec<Sample>, CliError> {
+    let runs: usize = study
+        .tasks
+        .iter()
+        .map(|t| study.settings_of(&t.name).len() * variants(t).len() * t.prompts.len())
+        .sum::<usize>()
+        * study.models.len();
+    let bar = progress(quiet, runs as u64, "decoding");
+    let per = per_model(study, |i| decode_model(study, i, base, threads, &bar))?;
+    bar.finish_and_clear();
+    Ok(per.into_iter().flatten().collect())
+}
+
+fn decode_model(
+    study: &Study,
+    i: usize,
+    base: &Path,
+    threads: u32,
+    bar: &ProgressBar,
+) -> Result<Vec<Sample>, CliError> {
+    let spec = &study.models[i];
+    let model = load_model(&model_path(&spec.file, base), true)?;
+    let mut sessions = Sessions::default();
+    let mut samples = Vec::new();
+    for task in &study.tasks {
+        let schema = task.schema.as_ref().map(|path| load_schema(&base.join(path))).transpose()?;
+        let grammar = schema
+            .as_ref()
+            .map(|s| compile(s, &model, &base.join(task.schema.as_deref().unwrap_or(""))))
+            .transpose()?;
+        for prompt in &task.prompts {
+            for constrained in variants(task) {
+                for setting in study.settings_of(&task.name) {
+                    bar.set_message(format!("{}: {} / {}", spec.name, prompt.id, setting.label()));
+                    let mut request = GenerateRequest::new(Prompt::user_or_text(&model, prompt.text.clone()))
+                        .with_params(params(&setting, study.seed, task.max_tokens));
+                    if let (true, Some(g)) = (constrained, &grammar) {
                         request = request.with_grammar(g.clone(), "json-schema");
                     }
-                    let session = sessions.get(&model, &request, threads, samples)?;
-                    let generations = session.generate_n(&request, samples, |_, _| {}).map_err(runtime)?;
-                    for g in generations {
-                        let (parses, valid) = judge(&g.text, schema.as_ref());
-                        all.push(Sample {
-                            model: name.clone(),
+                    let n = study.seeds_for(&setting);
+                    let session = sessions.get(&model, &request, threads, n)?;
+                    let gens = session.generate_n(&request, n, |_, _| {}).map_err(runtime)?;
+                    for g in gens {
+                        let mut sample = Sample {
+                            model: spec.name.clone(),
+                            task: task.name.clone(),
                             prompt: prompt.id.clone(),
-                            preset: preset.clone(),
+                            setting: setting.label(),
                             constrained,
                             seed: g.record.seed,
-                            tokens: g.tokens.len(),
+                            stop: stop_name(&g.stop_reason),
+                            tokens: g.tokens,
                             text: g.text,
-                            parses,
-                            valid,
-                            record: serde_json::to_value(&g.record).unwrap_or_default(),
-                        });
+                            parses: None,
+                            valid: None,
+                            correct: None,
+                            scorer: None,
+                            nll: None,
+                            coherence: None,
+                        };
+                        judge(&mut sample, schema.as_ref(), prompt.expected.as_ref());
+                        samples.push(sample);
                     }
                     bar.inc(1);
                 }
             }
         }
     }
+    Ok(samples)
+}
+
+/// The sampling parameters of a setting.
+fn params(s: &Setting, seed: u64, max_tokens: u32) -> SamplingParams {
+    SamplingParams {
+        temperature: s.temperature as f32,
+        top_p: s.top_p as f32,
+        top_k: s.top_k,
+        min_p: s.min_p as f32,
+        repetition_penalty: s.repetition_penalty as f32,
+        no_repeat_ngram_size: s.no_repeat_ngram_size,
+        penalty_alpha: s.penalty_alpha as f32,
+        seed: Some(seed),
+        max_tokens,
+        ..SamplingParams::default()
+    }
+}
+
+/// The stop reason's name in the record (`length`, `eos`, ...).
+fn stop_name(reason: &stencil_runtime::StopReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Parse, validity and correctness of a schema task's output.
+fn judge(sample: &mut Sample, schema: Option<&SchemaTask>, expected: Option<&serde_json::Value>) {
+    let Some(schema) = schema else { return };
+    let value = judge_json(&sample.text);
+    sample.parses = Some(value.is_some());
+    sample.valid = Some(value.as_ref().is_some_and(|v| schema.schema.validate(v).is_ok()));
+    sample.correct = expected.map(|e| value.as_ref().is_some_and(|v| matches_expected(v, e)));
+}
+
+/// Perplexity and coherence of every sample by the other model: each model, on its own
+/// thread, reads the outputs it scores.
+fn score(study: &Study, base: &Path, samples: &mut [Sample], threads: u32, quiet: bool) -> Result<(), CliError> {
+    let names: Vec<&str> = study.models.iter().map(|m| m.name.as_str()).collect();
+    let scorer_of = |s: &Sample| names.iter().position(|&n| n == s.model).map(|i| study.scorer_of(i));
+    let bar = progress(quiet, samples.len() as u64, "scoring");
+    let shared: &[Sample] = samples;
+    let per = per_model(study, |j| {
+        let model = load_model(&model_path(&study.models[j].file, base), true)?;
+        let mine: Vec<usize> = (0..shared.len()).filter(|&k| scorer_of(&shared[k]) == Some(j)).collect();
+        Ok((j, read(study, &model, shared, &mine, threads, &bar)?))
+    })?;
     bar.finish_and_clear();
-    write_samples(&args.out, &all)?;
-    write_report(args, &file, &all)
+    for (j, scores) in per {
+        for (k, nll, coherence) in scores {
+            samples[k].scorer = Some(names[j].to_string());
+            samples[k].nll = nll;
+            samples[k].coherence = coherence;
+        }
+    }
+    Ok(())
+}
+
+/// The text of every prompt, by id.
+fn prompt_texts(study: &Study) -> HashMap<&str, &str> {
+    study.tasks.iter().flat_map(|t: &Task| t.prompts.iter().map(|p| (p.id.as_str(), p.text.as_str()))).collect()
+}
+
+/// `reader`'s view of each output `which`, read after its prompt as `reader` would be
+/// given it: the mean NLL per token, and the coherence — the cosine of the prompt's
+/// embedding (the mean last hidden state over its tokens) and the output's (the same mean
+/// over the output's tokens, from the pass that scores them). The outputs of one prompt
+/// come in a row, so that the prompt is evaluated once. `None` for an empty output.
+fn read(
+    study: &Study,
+    reader: &Model,
+    samples: &[Sample],
+    which: &[usize],
+    threads: u32,
+    bar: &ProgressBar,
+) -> Result<Vec<(usize, Option<f64>, Option<f64>)>, CliError> {
+    let prompts = prompt_texts(study);
+    let options = SessionOptions { n_ctx: 4096, n_threads: threads, embeddings: true, ..Default::default() };
+    let mut session = reader.session(&options).map_err(runtime)?;
+    let mut context: (&str, Vec<u32>, Vec<f32>) = ("", Vec::new(), Vec::new());
+    let mut out = Vec::with_capacity(which.len());
+    for &k in which {
+        let s = &samples[k];
+        if context.0 != s.prompt || context.1.is_empty() {
+            let text = prompts.get(s.prompt.as_str()).copied().unwrap_or_default();
+            let tokens = reader.encode_prompt(&Prompt::user_or_text(reader, text)).map_err(runtime)?;
+            let embedding = session.mean_hidden(&tokens).map_err(runtime)?;
+            context = (&s.prompt, tokens, embedding);
+        }
+        let continuation = reader.tokenize_continuation(&s.text);
+        if continuation.is_empty() {
+            out.push((k, None, None));
+        } else {
+            let reading = session.read_continuation(&context.1, &continuation).map_err(runtime)?;
+            let nll = -reading.logprobs.iter().sum::<f64>() / reading.logprobs.len() as f64;
+            out.push((k, Some(round(nll)), cosine(&context.2, &reading.mean_hidden).map(round)));
+        }
+        bar.inc(1);
+    }
+    Ok(out)
+}
+
+/// The cosine of two vectors; `None` when either is zero.
+fn cosine(a: &[f32], b: &[f32]) -> Option<f64> {
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+    let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    let (na, nb) = (norm(a), norm(b));
+    (na > 0.0 && nb > 0.0).then(|| dot / (na * nb))
+}
+
+/// Six decimals: what samples.jsonl.gz keeps of a score.
+fn round(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+/// The CPU time this process used, all threads (Linux: `/proc/self/stat`'s utime and
+/// stime, in the kernel's fixed 100 ticks per second); `None` elsewhere.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count fields after its closing ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// The commit of the code in `dir`'s repository, or `unknown`.
+fn commit(dir: &Path) -> String {
+    git(dir, &["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
+}
+
+/// Whether tracked files differ from the commit.
+fn dirty(dir: &Path) -> bool {
+    git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty())
+}
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// The metrics, charts and report of `samples` into `--out`.
-fn write_report(args: &ExperimentArgs, file: &ExperimentFile, samples: &[Sample]) -> Result<ExitCode, CliError> {
-    let report = stencil_experiment::report::write(&args.out, &file.title, &file.intro, samples)
-        .map_err(|source| CliError::Read { what: "report folder", path: args.out.clone(), source })?;
+fn write_report(args: &ExperimentArgs, study: &Study, run: &Run, samples: &[Sample]) -> Result<ExitCode, CliError> {
+    let report = report::write(&args.out, study, run, samples).map_err(|source| CliError::Read {
+        what: "report folder",
+        path: args.out.clone(),
+        source,
+    })?;
     if !args.quiet {
         eprintln!("{} outputs; report: {} ({} charts)", samples.len(), report.markdown.display(), report.charts.len());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The samples of an earlier run (`DIR/samples.jsonl`).
-fn read_samples(dir: &Path) -> Result<Vec<Sample>, CliError> {
-    let path = dir.join("samples.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|source| CliError::Read {
-        what: "samples file",
-        path: path.clone(),
-        source,
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| CliError::Usage(format!("{}:{}: {e}", path.display(), i + 1)))
-        })
-        .collect()
-}
-
-/// The file's presets, by name, in the order of `presets`.
-fn load_presets(file: &ExperimentFile, path: &Path) -> Result<Vec<(String, SamplingParams)>, CliError> {
-    let table = toml::Table::from_iter([("preset".to_string(), toml::Value::Table(file.preset.clone()))]);
-    let text = toml::to_string(&table).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-    let presets = Presets::from_toml_str(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-    file.presets
-        .iter()
-        .map(|name| {
-            let params = presets.get(name).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
-            Ok((name.clone(), params.clone()))
-        })
-        .collect()
 }
 
 /// A bare file name is a model in the model cache; anything else a path from the file.
@@ -293,28 +382,18 @@ fn model_path(name: &str, base: &Path) -> PathBuf {
     }
 }
 
-fn load_schema(path: &Path) -> Result<SchemaPrompt, CliError> {
+fn load_schema(path: &Path) -> Result<SchemaTask, CliError> {
     let source = GrammarSource::Schema(SchemaFile { path: path.to_path_buf(), options: SchemaOptions::default() });
     let loaded = source.load()?;
     let schema = loaded.schema.ok_or_else(|| CliError::Usage(format!("{}: not a schema", path.display())))?;
-    Ok(SchemaPrompt { source, grammar: loaded.grammar, schema })
+    Ok(SchemaTask { source, grammar: loaded.grammar, schema })
 }
 
-fn compile(schema: &SchemaPrompt, model: &Model, path: &Path) -> Result<Arc<CompiledGrammar>, CliError> {
+fn compile(schema: &SchemaTask, model: &Model, path: &Path) -> Result<Arc<CompiledGrammar>, CliError> {
     Ok(schema.source.compile(&schema.grammar, model.vocab().clone(), Some(path))?.0)
 }
 
-/// Whether `text` (trimmed) parses as JSON, and whether it then validates: `None` for a
-/// free-text prompt.
-fn judge(text: &str, schema: Option<&SchemaPrompt>) -> (Option<bool>, Option<bool>) {
-    let Some(schema) = schema else { return (None, None) };
-    match serde_json::from_str::<serde_json::Value>(text.trim()) {
-        Ok(value) => (Some(true), Some(schema.schema.validate(&value).is_ok())),
-        Err(_) => (Some(false), Some(false)),
-    }
-}
-
-/// One session for plain decoding and, once a preset asks for contrastive search, one with
+/// One session for plain decoding and, once a setting asks for contrastive search, one with
 /// hidden states (which makes every evaluated token output its logits).
 #[derive(Default)]
 struct Sessions<'m> {
@@ -343,17 +422,9 @@ impl<'m> Sessions<'m> {
     }
 }
 
-fn write_samples(dir: &Path, samples: &[Sample]) -> Result<(), CliError> {
-    let err = |source| CliError::Read { what: "output folder", path: dir.to_path_buf(), source };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let lines: String = samples.iter().map(|s| serde_json::to_string(s).unwrap_or_default() + "\n").collect();
-    std::fs::write(dir.join("samples.jsonl"), lines).map_err(err)
-}
-
-fn progress(quiet: bool, total: u64) -> ProgressBar {
+fn progress(quiet: bool, total: u64, what: &str) -> ProgressBar {
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let template = format!("{what} {{bar:30}} {{pos}}/{{len}} {{elapsed_precise}} (eta {{eta}}) {{msg}}");
+    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
     bar
 }

@@ -1,114 +1,112 @@
 //! `stencil experiment` and contrastive search from the command line, end to end with the
-//! real default model (SmolLM2-135M-Instruct; `scripts/fetch-models.sh` fetches it).
+//! real models (SmolLM2-135M-Instruct and Gemma 3 270M; `scripts/fetch-models.sh` fetches
+//! them).
 
 mod common;
 
-use common::{fixtures, generate, model, run, scratch, stderr};
-use serde_json::Value;
+use common::{fixtures, generate, run, scratch, stderr};
+use stencil_experiment::report;
+use stencil_experiment::study::Study;
+use stencil_experiment::{files, Sample};
 
-/// A small experiment: one free prompt and one schema prompt (also free), a greedy, a
-/// sampled and the contrastive preset, 3 seeds, few tokens.
-fn experiment_file() -> std::path::PathBuf {
-    let schema = fixtures().join("experiments/risk.schema.json");
-    let text = format!(
-        r#"
-title = "Small"
-models = [{{ file = "{model}", name = "SmolLM2" }}]
-presets = ["greedy", "hot", "contrastive"]
-samples = 3
-seed = 7
-max_tokens = 24
-
-[preset.greedy]
-temperature = 0.0
-[preset.hot]
-temperature = 1.0
-
-[[prompt]]
-id = "bullets"
-text = "Write three bullet points about decoding:"
-
-[[prompt]]
-id = "risk"
-text = "Return a JSON object with keys risk and mitigation."
-schema = "{schema}"
-free = true
-max_tokens = 200
-"#,
-        model = model().display(),
-        schema = schema.display()
-    );
-    scratch("small.toml", text.as_bytes())
-}
-
+/// The shipped study's `--quick` variant, both models: what ran, what was judged and
+/// scored, and the report re-rendered from the files alone.
 #[test]
-fn an_experiment_writes_samples_metrics_charts_and_a_report() {
-    let out_dir = scratch("out.keep", b"").with_file_name("out");
-    let file = experiment_file();
-    let out = run(["experiment", file.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--threads", "1", "-q"]);
+fn the_quick_study_decodes_scores_and_reports() {
+    let out_dir = scratch("quick.keep", b"").with_file_name("quick");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let file = fixtures().join("experiments/decoding.toml");
+    let started = std::time::Instant::now();
+    let out = run([
+        "experiment",
+        file.to_str().unwrap(),
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--threads",
+        "1",
+        "-q",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let elapsed = started.elapsed();
 
-    let samples: Vec<Value> = std::fs::read_to_string(out_dir.join("samples.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    // 3 presets × (1 free prompt + a schema prompt run constrained and free) × 3 seeds.
-    assert_eq!(samples.len(), 3 * 3 * 3);
-    assert!(samples.iter().all(|s| s["model"] == "SmolLM2"), "the file names the model");
-    let of = |preset: &str, prompt: &str, constrained: bool| -> Vec<&Value> {
-        samples
-            .iter()
-            .filter(|s| s["preset"] == preset && s["prompt"] == prompt && s["constrained"] == constrained)
-            .collect()
-    };
-    // Greedy and contrastive search are the same for every seed; sampling at T = 1 is not.
-    for preset in ["greedy", "contrastive"] {
-        let texts: Vec<&Value> = of(preset, "bullets", false).iter().map(|s| &s["text"]).collect();
-        assert!(texts.iter().all(|t| *t == texts[0]), "{preset}: {texts:?}");
-    }
-    let hot: Vec<&Value> = of("hot", "bullets", false).iter().map(|s| &s["text"]).collect();
-    assert!(hot.iter().any(|t| *t != hot[0]), "{hot:?}");
-    let seeds: Vec<u64> = of("hot", "bullets", false).iter().map(|s| s["seed"].as_u64().unwrap()).collect();
-    assert_eq!(seeds, [7, 8, 9]);
-    // Under the schema every output validates; records come along.
-    for preset in ["greedy", "hot", "contrastive"] {
-        for s in of(preset, "risk", true) {
-            assert_eq!(s["valid"], true, "{preset}: {}", s["text"]);
+    let study = Study::from_toml(&std::fs::read_to_string(&file).unwrap()).unwrap().quick();
+    let samples = files::read_samples(&out_dir).unwrap();
+    // Every setting of every task, on every prompt and constraint, with its seeds.
+    let expected: usize = study
+        .tasks
+        .iter()
+        .map(|t| {
+            let seeds: usize = study.settings_of(&t.name).iter().map(|s| study.seeds_for(s)).sum();
+            seeds * t.prompts.len() * report::variants(t).len()
+        })
+        .sum::<usize>()
+        * study.models.len();
+    assert_eq!(samples.len(), expected);
+    // Sampled settings give their seeds different outputs somewhere; the seeds are seed, seed + 1.
+    let sampled: Vec<&Sample> = samples.iter().filter(|s| s.setting == "T 1.5" && s.task == "story").collect();
+    assert_eq!(sampled.iter().map(|s| s.seed).collect::<Vec<_>>(), [1, 2, 1, 2]);
+    assert!(sampled.chunks(2).any(|pair| pair[0].text != pair[1].text), "{sampled:?}");
+    for s in &samples {
+        // Token caps hold, and an output at the cap is recorded as cut.
+        let cap = study.tasks.iter().find(|t| t.name == s.task).unwrap().max_tokens as usize;
+        assert!(s.tokens.len() <= cap, "{s:?}");
+        if s.stop == "length" {
+            assert_eq!(s.tokens.len(), cap);
+        }
+        // The other model read every non-empty output: its perplexity and a cosine.
+        let other = if s.model == study.models[0].name { &study.models[1].name } else { &study.models[0].name };
+        assert_eq!(s.scorer.as_ref(), Some(other));
+        assert_eq!(s.nll.is_some(), !s.text.is_empty(), "{s:?}");
+        assert_eq!(s.coherence.is_some(), !s.text.is_empty(), "{s:?}");
+        if let Some(nll) = s.nll {
+            assert!(nll.is_finite() && nll > 0.0, "{s:?}");
+        }
+        if let Some(c) = s.coherence {
+            assert!((-1.0..=1.0).contains(&c), "{s:?}");
+        }
+        // Schema outputs are judged; constrained ones that are not cut are valid.
+        assert_eq!(s.valid.is_some(), s.task == "extract");
+        if s.constrained && !s.is_cut() {
+            assert_eq!(s.valid, Some(true), "{s:?}");
         }
     }
-    let contrastive = &of("contrastive", "bullets", false)[0]["record"];
-    assert_eq!(contrastive["contrastive"]["top_k"], 4, "{contrastive}");
-    assert!(contrastive["contrastive"]["candidate_steps"].as_u64().unwrap() > 0);
+    let run_record = files::read_run(&out_dir).unwrap();
+    assert!(run_record.quick && run_record.commit != "unknown");
 
+    // The report from the files alone is the same report.
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    for link in report.split("](").skip(1).filter_map(|rest| rest.split(')').next()).filter(|l| l.ends_with(".svg")) {
-        assert!(out_dir.join(link).is_file(), "the report links {link}");
-    }
-    assert!(report.contains("Recommendations"), "{report}");
-    let csv = std::fs::read_to_string(out_dir.join("metrics.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 3 * 3, "a header and a row per prompt, preset and constraint");
-
-    // The report again from the samples alone: the same files.
+    assert!(report.contains("`--quick` variant"), "{report}");
     std::fs::remove_file(out_dir.join("report.md")).unwrap();
-    let again = run(["experiment", file.to_str().unwrap(), "--out", out_dir.to_str().unwrap(), "--report-only", "-q"]);
+    let again = run([
+        "experiment",
+        file.to_str().unwrap(),
+        "--quick",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--report-only",
+        "-q",
+    ]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(std::fs::read_to_string(out_dir.join("report.md")).unwrap(), report);
+    eprintln!("the quick study took {elapsed:?}");
 }
 
 #[test]
 fn experiment_file_errors_are_located() {
-    let file = scratch(
-        "bad.toml",
-        b"title = \"x\"\nmodels = []\npresets = [\"nope\"]\n[[prompt]]\nid = \"a\"\ntext = \"b\"\n",
-    );
+    let file = scratch("bad.toml", b"title = \"x\"\nmodels = []\n[[sweep]]\nname = \"s\"\nparameter = \"top_p\"\nvalues = [2.0]\n[[task]]\nname = \"t\"\nmax_tokens = 4\nprompts = [{ id = \"a\", text = \"b\" }]\n");
     let out = run(["experiment", file.to_str().unwrap(), "--out", "unused"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown preset `nope`"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("sweep `s`: top-p = 2 is out of range"), "{}", stderr(&out));
     let file = scratch("typo.toml", b"title = \"x\"\nmodel = []\n");
     let out = run(["experiment", file.to_str().unwrap(), "--out", "unused"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    let missing = scratch("missing.keep", b"").with_file_name("no-such-run");
+    let file = fixtures().join("experiments/decoding.toml");
+    let out = run(["experiment", file.to_str().unwrap(), "--out", missing.to_str().unwrap(), "--report-only"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("samples.jsonl.gz"), "{}", stderr(&out));
 }
 
 #[test]

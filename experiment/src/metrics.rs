@@ -1,19 +1,21 @@
-//! Text metrics of decoded outputs: repetition, diversity, distinct-n, self-BLEU, length
-//! and parse rate.
+//! Text metrics of decoded outputs: repetition, diversity, distinct-n and self-BLEU, on
+//! any unit — the model's tokens or words.
 //!
-//! **Words.** Every text metric works on words: the text split on Unicode whitespace
-//! ([`str::split_whitespace`]). Models tokenize differently; words compare across models.
-//! Python's `str.split()` splits the same way, except that it also splits on the ASCII
-//! separators U+001C..U+001F. Length is the exception: it counts the model's tokens
-//! ([`Sample::tokens`]).
+//! **Units.** Every metric counts n-grams of *units*. [`words`] splits a text on Unicode
+//! whitespace ([`str::split_whitespace`]; Python's `str.split()` splits the same way except
+//! that it also splits on the ASCII separators U+001C..U+001F). Words compare across
+//! models, but miss repetition inside a word: `Lambda-Lambda-Lambda…` or `1000000…` is one
+//! word. The model's tokens see it (a model that writes digits one by one repeats the
+//! token `0`), but compare only within one model. Reports give both. The functions taking
+//! `&str` work on words; those ending in `_of` take any units.
 //!
-//! Below, a text is its words `w[0..L]`, and its n-grams are the windows `w[i..i+n]`.
+//! Below, a text is its units `w[0..L]`, and its n-grams are the windows `w[i..i+n]`.
 //!
 //! # Metrics
 //!
 //! - **rep-n** (n = 2, 3, 4) and **diversity**, as `measure_repetition_and_diversity` in
 //!   the code of Su et al. 2022 (SimCTG, "A Contrastive Framework for Neural Text
-//!   Generation"), quirks kept ([`rep_diversity`]):
+//!   Generation"), quirks kept ([`RepCounts`], [`rep_diversity`]):
 //!   - A text counts the n-grams with `i + n < L`. Their loop stops at `end_idx < len`, so
 //!     the last n-gram is skipped: `L − n` n-grams, not `L − n + 1`, and none when `L ≤ n`.
 //!   - `U_n` is the sum over texts of the distinct n-grams *within* each text (not across
@@ -22,14 +24,13 @@
 //!     correctly rounded decimal of the binary value, ties to even (`round(2.675, 2)` is
 //!     2.67). Where `T_n = 0` the Python raises `ZeroDivisionError`; here rep-n is 0.
 //!   - `diversity = (1 − rep-2/100) · (1 − rep-3/100) · (1 − rep-4/100)`, from the rounded
-//!     values. So it is 1.0 when no text has more than 2 words (and for no texts at all).
-//!   - `unique_words`: the number of distinct words over all texts.
+//!     values. So it is 1.0 when no text has more than 2 units (and for no texts at all).
+//!   - `unique_words`: the number of distinct units over all texts.
 //! - **seq-rep-n** (Welleck et al. 2019, "Neural Text Generation with Unlikelihood
 //!   Training"), of one text: `1 − |distinct n-grams| / |n-grams|`, counting all `L − n + 1`
-//!   n-grams; 0 when there are none ([`seq_rep`]). [`Metrics::seq_rep`] is the mean over
-//!   the samples for n = 2, 3, 4, a sample without n-grams counting 0.
+//!   n-grams; 0 when there are none ([`seq_rep`]).
 //! - **distinct-n** (Li et al. 2016, "A Diversity-Promoting Objective Function for Neural
-//!   Conversation Models"), *corpus-level*, not the mean of per-sample ratios: distinct
+//!   Conversation Models"), *corpus-level*, not the mean of per-text ratios: distinct
 //!   n-grams across all the texts divided by all their n-grams (`L − n + 1` per text); 0 when
 //!   there are none ([`distinct_n`]).
 //! - **BLEU**: sentence BLEU-4 as NLTK's `sentence_bleu` with weights (¼, ¼, ¼, ¼) and
@@ -40,111 +41,102 @@
 //!     no n-gram matches (method1, ε = 0.1).
 //!   - `r` is the reference length closest to `c`, ties going to the shorter;
 //!     `BP = 1` if `c > r`, else `exp(1 − r/c)`.
-//!   - `BLEU = BP · exp(Σ ¼ · ln p_n)`. A text under 4 words thus never scores 1 (its
+//!   - `BLEU = BP · exp(Σ ¼ · ln p_n)`. A text under 4 units thus never scores 1 (its
 //!     4-gram precision is smoothed to 0.1).
 //!   - Differences from NLTK: the log sum is a plain sum, not `math.fsum` (the last bit may
 //!     differ); with no references at all it is 0 (NLTK raises).
-//! - **self-BLEU** (Zhu et al. 2018, Texygen): the mean over the samples of the BLEU of
-//!   sample `i` against all the other samples as references, as Texygen's
-//!   `get_bleu_parallel` but with BLEU-4 and whitespace words; `None` with fewer than two
-//!   samples ([`self_bleu`]). Identical samples of 4 words or more give exactly 1.0. The
-//!   cost is quadratic in the number of samples.
-//! - **length**: mean and population standard deviation of [`Sample::tokens`].
-//! - **parse rate**, **valid rate**: the share of samples with `parses == Some(true)`
-//!   (`valid == Some(true)`) among those where it is `Some`; `None` when none is.
-//! - **distinct outputs**: the number of different texts (exact string equality).
+//! - **self-BLEU** (Zhu et al. 2018, Texygen): the mean over the texts of the BLEU of
+//!   text `i` against all the other texts as references, as Texygen's `get_bleu_parallel`
+//!   but with BLEU-4; `None` with fewer than two texts ([`self_bleu`]). Identical texts of
+//!   4 units or more give exactly 1.0. The cost is quadratic in the number of texts.
 //!
 //! No metric panics or yields NaN on any input; empty input gives zeros and `None`s.
 //!
 //! ```
-//! use stencil_experiment::metrics::{distinct_n, seq_rep};
+//! use stencil_experiment::metrics::{distinct_n, seq_rep, seq_rep_of};
 //! assert_eq!(seq_rep("a a a a", 1), 0.75);
 //! assert_eq!(distinct_n(&["a b", "a c"], 1), 0.75);
+//! // "1000000" is one word but seven digit tokens: repetition only the tokens show.
+//! assert_eq!(seq_rep("1000000", 2), 0.0);
+//! assert_eq!(seq_rep_of(&[1, 0, 0, 0, 0, 0, 0], 2), 1.0 - 2.0 / 6.0);
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 
-use crate::{Group, Sample};
-
-/// The metrics of one group of samples (one model, prompt, preset and constraint).
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Metrics {
-    /// How many samples.
-    pub samples: usize,
-    /// How many different texts among them (1: every seed gave the same output).
-    pub distinct_outputs: usize,
-    /// rep-2, rep-3, rep-4 of Su et al. (percent, rounded to 2 decimals as in their code).
-    pub rep: [f64; 3],
-    /// Diversity of Su et al.: (1 − rep-2/100)(1 − rep-3/100)(1 − rep-4/100).
-    pub diversity: f64,
-    /// seq-rep-2, seq-rep-3, seq-rep-4 of Welleck et al., mean over the samples (0..1).
-    pub seq_rep: [f64; 3],
-    /// distinct-1, distinct-2, distinct-3 (0..1; the variant is in the docs).
-    pub distinct: [f64; 3],
-    /// Self-BLEU over the samples (0..1); `None` with fewer than two samples.
-    pub self_bleu: Option<f64>,
-    /// Mean length in tokens.
-    pub length_mean: f64,
-    /// Standard deviation of the length in tokens (population).
-    pub length_std: f64,
-    /// Share of samples whose text parses as JSON (schema prompts only).
-    pub parse_rate: Option<f64>,
-    /// Share of samples that parse and validate against the schema (schema prompts only).
-    pub valid_rate: Option<f64>,
+/// The words of `text`: split on Unicode whitespace.
+///
+/// ```
+/// assert_eq!(stencil_experiment::metrics::words(" a\tb\u{3000}c\n"), ["a", "b", "c"]);
+/// ```
+pub fn words(text: &str) -> Vec<&str> {
+    text.split_whitespace().collect()
 }
 
-impl Metrics {
-    /// The metrics of `samples`, as defined in the [module docs](self).
-    ///
-    /// ```
-    /// use stencil_experiment::{metrics::Metrics, Sample};
-    /// let (a, b) = (Sample::free_text("m", "p", "x", 1, "a b", 2), Sample::free_text("m", "p", "x", 2, "c", 4));
-    /// let m = Metrics::of(&[&a, &b]);
-    /// assert_eq!((m.samples, m.distinct_outputs, m.length_mean, m.length_std), (2, 2, 3.0, 1.0));
-    /// assert_eq!((m.distinct[0], m.parse_rate), (1.0, None));
-    /// ```
-    pub fn of(samples: &[&Sample]) -> Metrics {
-        let texts: Vec<&str> = samples.iter().map(|s| s.text.as_str()).collect();
-        let mean = |f: &dyn Fn(&Sample) -> f64| match samples.len() {
+/// Su et al.'s n-gram counts of some texts, for n = 2, 3, 4: distinct n-grams within each
+/// text and n-grams counted (the last n-gram of each text skipped), summed over texts.
+/// Sums of texts add up (`+`), which is what a bootstrap resamples.
+///
+/// ```
+/// use stencil_experiment::metrics::RepCounts;
+/// let c = RepCounts::of(&["a", "b", "a", "b", "a"]);
+/// // 2-grams counted: "a b", "b a", "a b" (the last, "b a", is skipped): 2 distinct of 3.
+/// assert_eq!((c.unique, c.counted), ([2, 2, 1], [3, 2, 1]));
+/// assert_eq!(c.rep(), [33.33, 0.0, 0.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RepCounts {
+    /// `U_n`: distinct n-grams within each text, summed.
+    pub unique: [usize; 3],
+    /// `T_n`: n-grams counted, summed.
+    pub counted: [usize; 3],
+}
+
+impl RepCounts {
+    /// The counts of one text's units.
+    pub fn of<T: Hash + Eq>(units: &[T]) -> RepCounts {
+        let mut c = RepCounts::default();
+        for (k, n) in [2, 3, 4].into_iter().enumerate() {
+            let counted = units.len().saturating_sub(n);
+            c.unique[k] = ngrams(units, n).take(counted).collect::<HashSet<_>>().len();
+            c.counted[k] = counted;
+        }
+        c
+    }
+
+    /// rep-2, rep-3, rep-4 in percent, unrounded: `100 · (1 − U_n / T_n)`, 0 where `T_n = 0`.
+    pub fn rep_exact(&self) -> [f64; 3] {
+        std::array::from_fn(|k| match self.counted[k] {
             0 => 0.0,
-            n => samples.iter().map(|s| f(s)).sum::<f64>() / n as f64,
-        };
-        let length_mean = mean(&|s| s.tokens as f64);
-        let rate = |f: fn(&Sample) -> Option<bool>| {
-            let known: Vec<bool> = samples.iter().filter_map(|s| f(s)).collect();
-            let yes = known.iter().filter(|&&b| b).count();
-            (!known.is_empty()).then(|| yes as f64 / known.len() as f64)
-        };
-        let RepDiversity { rep, diversity, .. } = rep_diversity(&texts);
-        Metrics {
-            samples: samples.len(),
-            distinct_outputs: texts.iter().collect::<HashSet<_>>().len(),
-            rep,
-            diversity,
-            seq_rep: [2, 3, 4].map(|n| mean(&|s| seq_rep(&s.text, n))),
-            distinct: [1, 2, 3].map(|n| distinct_n(&texts, n)),
-            self_bleu: self_bleu(&texts),
-            length_mean,
-            length_std: mean(&|s| (s.tokens as f64 - length_mean).powi(2)).sqrt(),
-            parse_rate: rate(|s| s.parses),
-            valid_rate: rate(|s| s.valid),
+            t => (1.0 - self.unique[k] as f64 / t as f64) * 100.0,
+        })
+    }
+
+    /// rep-2, rep-3, rep-4 in percent, rounded to 2 decimals as Su et al.'s code does.
+    pub fn rep(&self) -> [f64; 3] {
+        self.rep_exact().map(round2)
+    }
+}
+
+/// The counts of two sets of texts together.
+impl std::ops::Add for RepCounts {
+    type Output = RepCounts;
+
+    fn add(self, other: RepCounts) -> RepCounts {
+        RepCounts {
+            unique: std::array::from_fn(|k| self.unique[k] + other.unique[k]),
+            counted: std::array::from_fn(|k| self.counted[k] + other.counted[k]),
         }
     }
 }
 
-/// The metrics table: samples grouped by [`Group::of`], in group order.
+/// Su et al.'s diversity from rep-2/3/4 in percent: `Π (1 − rep-n/100)`.
 ///
 /// ```
-/// use stencil_experiment::{metrics::table, Sample};
-/// let rows = table(&[Sample::free_text("m", "p", "top-k", 1, "a", 1), Sample::free_text("m", "p", "greedy", 1, "a", 1)]);
-/// assert_eq!(rows.iter().map(|(g, m)| (g.preset.as_str(), m.samples)).collect::<Vec<_>>(), [("greedy", 1), ("top-k", 1)]);
+/// assert_eq!(stencil_experiment::metrics::diversity([50.0, 0.0, 0.0]), 0.5);
 /// ```
-pub fn table(samples: &[Sample]) -> Vec<(Group, Metrics)> {
-    let mut groups: BTreeMap<Group, Vec<&Sample>> = BTreeMap::new();
-    for sample in samples {
-        groups.entry(Group::of(sample)).or_default().push(sample);
-    }
-    groups.into_iter().map(|(group, samples)| (group, Metrics::of(&samples))).collect()
+pub fn diversity(rep: [f64; 3]) -> f64 {
+    (1.0 - rep[0] / 100.0) * (1.0 - rep[1] / 100.0) * (1.0 - rep[2] / 100.0)
 }
 
 /// rep-2/3/4 and diversity of Su et al. 2022 (see the [module docs](self)).
@@ -158,37 +150,30 @@ pub struct RepDiversity {
     pub unique_words: usize,
 }
 
-/// rep-n and diversity of `texts`, exactly as SimCTG's `measure_repetition_and_diversity`
-/// (the last n-gram of each text skipped; rep-n 0 where the Python divides by zero).
+/// rep-n and diversity of `texts` (words), exactly as SimCTG's
+/// `measure_repetition_and_diversity` (the last n-gram of each text skipped; rep-n 0 where
+/// the Python divides by zero).
 ///
 /// ```
 /// use stencil_experiment::metrics::rep_diversity;
-/// // 2-grams counted: "a b", "b a", "a b" (the last, "b a", is skipped): 1 − 2/3.
 /// let r = rep_diversity(&["a b a b a"]);
 /// assert_eq!((r.rep, r.unique_words), ([33.33, 0.0, 0.0], 2));
 /// assert_eq!(r.diversity, 1.0 - 33.33 / 100.0);
 /// ```
 pub fn rep_diversity(texts: &[&str]) -> RepDiversity {
-    let (mut unique, mut total) = ([0usize; 3], [0usize; 3]);
+    let mut counts = RepCounts::default();
     let mut vocabulary = HashSet::new();
     for text in texts {
         let w = words(text);
-        for (k, n) in [2, 3, 4].into_iter().enumerate() {
-            let counted = w.len().saturating_sub(n);
-            unique[k] += ngrams(&w, n).take(counted).collect::<HashSet<_>>().len();
-            total[k] += counted;
-        }
+        counts = counts + RepCounts::of(&w);
         vocabulary.extend(w);
     }
-    let rep: [f64; 3] = std::array::from_fn(|k| match total[k] {
-        0 => 0.0,
-        t => round2((1.0 - unique[k] as f64 / t as f64) * 100.0),
-    });
-    let diversity = (1.0 - rep[0] / 100.0) * (1.0 - rep[1] / 100.0) * (1.0 - rep[2] / 100.0);
-    RepDiversity { rep, diversity, unique_words: vocabulary.len() }
+    let rep = counts.rep();
+    RepDiversity { rep, diversity: diversity(rep), unique_words: vocabulary.len() }
 }
 
-/// seq-rep-n of Welleck et al. 2019: 1 − distinct n-grams / n-grams of one text (0..1).
+/// seq-rep-n of Welleck et al. 2019 on words: 1 − distinct n-grams / n-grams of one text
+/// (0..1).
 ///
 /// ```
 /// use stencil_experiment::metrics::seq_rep;
@@ -196,15 +181,19 @@ pub fn rep_diversity(texts: &[&str]) -> RepDiversity {
 /// assert_eq!(seq_rep("a", 2), 0.0); // no 2-grams
 /// ```
 pub fn seq_rep(text: &str, n: usize) -> f64 {
-    let w = words(text);
-    let total = ngrams(&w, n).count();
-    match total {
+    seq_rep_of(&words(text), n)
+}
+
+/// [`seq_rep`] of any units.
+pub fn seq_rep_of<T: Hash + Eq>(units: &[T], n: usize) -> f64 {
+    match ngrams(units, n).count() {
         0 => 0.0,
-        t => 1.0 - ngrams(&w, n).collect::<HashSet<_>>().len() as f64 / t as f64,
+        t => 1.0 - ngrams(units, n).collect::<HashSet<_>>().len() as f64 / t as f64,
     }
 }
 
-/// Corpus-level distinct-n: distinct n-grams across `texts` / all their n-grams (0..1).
+/// Corpus-level distinct-n on words: distinct n-grams across `texts` / all their n-grams
+/// (0..1).
 ///
 /// ```
 /// use stencil_experiment::metrics::distinct_n;
@@ -213,29 +202,33 @@ pub fn seq_rep(text: &str, n: usize) -> f64 {
 /// ```
 pub fn distinct_n(texts: &[&str], n: usize) -> f64 {
     let words: Vec<Vec<&str>> = texts.iter().map(|t| words(t)).collect();
-    let total: usize = words.iter().map(|w| ngrams(w, n).count()).sum();
+    distinct_of(&words.iter().map(Vec::as_slice).collect::<Vec<_>>(), n)
+}
+
+/// [`distinct_n`] of any units.
+pub fn distinct_of<T: Hash + Eq>(texts: &[&[T]], n: usize) -> f64 {
+    let total: usize = texts.iter().map(|w| ngrams(w, n).count()).sum();
     match total {
         0 => 0.0,
-        t => words.iter().flat_map(|w| ngrams(w, n)).collect::<HashSet<_>>().len() as f64 / t as f64,
+        t => texts.iter().flat_map(|w| ngrams(w, n)).collect::<HashSet<_>>().len() as f64 / t as f64,
     }
 }
 
-/// Sentence BLEU-4 of `hypothesis` against `references` (word lists), as NLTK's
+/// Sentence BLEU-4 of `hypothesis` against `references` (unit lists), as NLTK's
 /// `sentence_bleu` with `SmoothingFunction().method1` (0..1; see the [module docs](self)).
 ///
 /// ```
-/// use stencil_experiment::metrics::bleu;
-/// let words = |t: &'static str| t.split_whitespace().collect::<Vec<_>>();
+/// use stencil_experiment::metrics::{bleu, words};
 /// assert_eq!(bleu(&words("a b c d"), &[words("a b c d"), words("e f")]), 1.0);
 /// assert_eq!(bleu(&words("a b c d"), &[words("e f g h")]), 0.0); // no unigram matches
 /// ```
-pub fn bleu(hypothesis: &[&str], references: &[Vec<&str>]) -> f64 {
-    let references: Vec<Counts> = references.iter().map(|r| Counts::of(r)).collect();
+pub fn bleu<T: Hash + Eq>(hypothesis: &[T], references: &[Vec<T>]) -> f64 {
+    let references: Vec<Counts<T>> = references.iter().map(|r| Counts::of(r)).collect();
     bleu_of(&Counts::of(hypothesis), &references.iter().collect::<Vec<_>>())
 }
 
-/// Self-BLEU (Texygen): mean BLEU-4 of each text against all the others; `None` with
-/// fewer than two texts.
+/// Self-BLEU (Texygen) on words: mean BLEU-4 of each text against all the others; `None`
+/// with fewer than two texts.
 ///
 /// ```
 /// use stencil_experiment::metrics::self_bleu;
@@ -243,24 +236,25 @@ pub fn bleu(hypothesis: &[&str], references: &[Vec<&str>]) -> f64 {
 /// assert_eq!(self_bleu(&["a b c d"]), None);
 /// ```
 pub fn self_bleu(texts: &[&str]) -> Option<f64> {
+    let words: Vec<Vec<&str>> = texts.iter().map(|t| words(t)).collect();
+    self_bleu_of(&words.iter().map(Vec::as_slice).collect::<Vec<_>>())
+}
+
+/// [`self_bleu`] of any units.
+pub fn self_bleu_of<T: Hash + Eq>(texts: &[&[T]]) -> Option<f64> {
     if texts.len() < 2 {
         return None;
     }
-    let words: Vec<Vec<&str>> = texts.iter().map(|t| words(t)).collect();
-    let counts: Vec<Counts> = words.iter().map(|w| Counts::of(w)).collect();
+    let counts: Vec<Counts<T>> = texts.iter().map(|w| Counts::of(w)).collect();
     let scores = counts.iter().enumerate().map(|(i, hypothesis)| {
-        let others: Vec<&Counts> = counts.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| c).collect();
+        let others: Vec<&Counts<T>> = counts.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| c).collect();
         bleu_of(hypothesis, &others)
     });
     Some(scores.sum::<f64>() / texts.len() as f64)
 }
 
-fn words(text: &str) -> Vec<&str> {
-    text.split_whitespace().collect()
-}
-
 /// The `L − n + 1` n-grams of `w` (none for n = 0).
-fn ngrams<'a>(w: &'a [&'a str], n: usize) -> impl Iterator<Item = &'a [&'a str]> + 'a {
+fn ngrams<T>(w: &[T], n: usize) -> impl Iterator<Item = &[T]> + '_ {
     let count = if n == 0 { 0 } else { (w.len() + 1).saturating_sub(n) };
     (0..count).map(move |i| &w[i..i + n])
 }
@@ -271,13 +265,13 @@ fn round2(x: f64) -> f64 {
 }
 
 /// A text's length and its 1- to 4-gram counts, for BLEU.
-struct Counts<'a> {
+struct Counts<'a, T> {
     len: usize,
-    grams: [HashMap<&'a [&'a str], usize>; 4],
+    grams: [HashMap<&'a [T], usize>; 4],
 }
 
-impl<'a> Counts<'a> {
-    fn of(w: &'a [&'a str]) -> Counts<'a> {
+impl<'a, T: Hash + Eq> Counts<'a, T> {
+    fn of(w: &'a [T]) -> Counts<'a, T> {
         let grams = std::array::from_fn(|k| {
             let mut counts = HashMap::new();
             for gram in ngrams(w, k + 1) {
@@ -289,7 +283,7 @@ impl<'a> Counts<'a> {
     }
 }
 
-fn bleu_of(hypothesis: &Counts, references: &[&Counts]) -> f64 {
+fn bleu_of<T: Hash + Eq>(hypothesis: &Counts<T>, references: &[&Counts<T>]) -> f64 {
     let c = hypothesis.len;
     let Some(r) = references.iter().map(|r| r.len).min_by_key(|&r| (r.abs_diff(c), r)) else {
         return 0.0;

@@ -1,35 +1,69 @@
-//! The experiment report: [`write()`] turns the samples into a metrics table (`metrics.csv`,
-//! `metrics.md`), SVG charts and a Markdown report (`report.md`) that embeds them, and
-//! [`recommend`] derives the report's recommendations from the measured table.
+//! The study's report: [`write()`] turns a [`Study`], its [`Run`] and its samples into
+//! `metrics.csv` (every metric of every point, with its interval), SVG charts and
+//! `report.md`, whose conclusions come from [`crate::findings`].
 //!
-//! Everything written depends only on the samples and their order (no timestamps), so a
-//! committed report can be reproduced from the same samples. Models, prompts and presets
-//! appear in the order the samples first name them.
+//! Everything written depends only on the study, the run record and the samples (no
+//! clock, no randomness but seeded resampling), so a committed report can be re-rendered
+//! from its `samples.jsonl` and must come out byte for byte the same.
 //!
 //! ```
-//! use stencil_experiment::{report, Sample};
-//! let samples: Vec<Sample> = (1..=2).map(|seed| Sample::free_text("SmolLM2", "story", "greedy", seed, "Once upon a time", 4)).collect();
+//! use stencil_experiment::{report::{self, Run}, study::Study, Sample};
+//! let study = Study::from_toml(r#"
+//!     title = "Tiny"
+//!     models = [{ file = "m.gguf", name = "M" }]
+//!     [[sweep]]
+//!     name = "temperature"
+//!     parameter = "temperature"
+//!     values = [0.0, 1.0]
+//!     [[task]]
+//!     name = "story"
+//!     max_tokens = 8
+//!     prompts = [{ id = "p1", text = "Once" }]
+//! "#)?;
+//! let mut samples = vec![Sample::text("M", "story", "p1", "T 0", 1, "upon a time", &[1, 2, 3])];
+//! samples.extend((1..=2).map(|seed| Sample::text("M", "story", "p1", "T 1", seed, "there was", &[4, 5])));
 //! let dir = std::env::temp_dir().join(format!("stencil-report-doc-{}", std::process::id()));
-//! let report = report::write(&dir, "Decoding presets", "One prompt, two seeds.", &samples)?;
-//! let md = std::fs::read_to_string(&report.markdown)?;
-//! assert!(md.contains("![Repetition per preset: story](rep-story.svg)"));
-//! assert!(md.contains("`greedy`: identical across 2 seeds on every prompt"));
+//! let run = Run { commit: "abc".into(), dirty: false, seconds: 1.0, decode_seconds: 0.5, cpu_seconds: None, threads: 1, quick: false };
+//! let written = report::write(&dir, &study, &run, &samples)?;
+//! let md = std::fs::read_to_string(&written.markdown)?;
+//! assert!(md.contains("commit `abc`") && md.contains("](sweep-temperature.svg)"));
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::{fs, io};
 
-use crate::chart::{label, BarChart, Distribution};
-use crate::metrics::{self, Metrics};
-use crate::{Group, Sample};
+use serde::{Deserialize, Serialize};
 
-/// The metrics table, one row per group.
-type Table = [(Group, Metrics)];
+use crate::chart::{label, Dot, Figure, Lines, Panel, Scatter};
+use crate::findings;
+use crate::points::{self, Key, Metric, Point, Unit};
+use crate::stats::Estimate;
+use crate::study::{Parameter, Study, Sweep, Task};
+use crate::{Failure, Sample};
+
+/// What is known of the run that decoded the samples (`run.json` beside them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// The commit of the code that ran (`git rev-parse`), or `unknown`.
+    pub commit: String,
+    /// Whether the work tree had uncommitted changes to tracked files.
+    pub dirty: bool,
+    /// Wall-clock seconds of decoding and scoring.
+    pub seconds: f64,
+    /// Of which decoding.
+    pub decode_seconds: f64,
+    /// CPU seconds the run used (all threads), when the system says.
+    pub cpu_seconds: Option<f64>,
+    /// llama.cpp threads.
+    pub threads: u32,
+    /// The `--quick` variant.
+    pub quick: bool,
+}
 
 /// What [`write()`] wrote.
 #[derive(Clone, Debug)]
@@ -38,420 +72,629 @@ pub struct Report {
     pub markdown: PathBuf,
     /// The SVG charts, in the order the report embeds them.
     pub charts: Vec<PathBuf>,
-    /// The metrics table: one row per group, in the samples' order.
-    pub table: Vec<(Group, Metrics)>,
+    /// Every point, in the samples' order.
+    pub points: Vec<Point>,
 }
 
-/// Writes the report of `samples` into `dir` (created if missing): `metrics.csv`,
-/// `metrics.md`, one SVG per chart and `report.md`, whose title is `title` and whose first
-/// paragraph is `intro`.
+/// The points of a study, looked up by key.
+pub struct Points<'a> {
+    /// The study.
+    pub study: &'a Study,
+    by_key: HashMap<Key, &'a Point>,
+}
+
+impl<'a> Points<'a> {
+    /// An index over `points`.
+    pub fn new(study: &'a Study, points: &'a [Point]) -> Points<'a> {
+        Points { study, by_key: points.iter().map(|p| (p.key.clone(), p)).collect() }
+    }
+
+    /// The point of `model`, `task`, the setting labelled `setting`, `constrained`.
+    pub fn get(&self, model: &str, task: &str, setting: &str, constrained: bool) -> Option<&'a Point> {
+        let key = Key { model: model.into(), task: task.into(), setting: setting.into(), constrained };
+        self.by_key.get(&key).copied()
+    }
+
+    /// The estimate of `metric` at a point.
+    pub fn metric(
+        &self,
+        model: &str,
+        task: &str,
+        setting: &str,
+        constrained: bool,
+        metric: Metric,
+    ) -> Option<Estimate> {
+        self.get(model, task, setting, constrained)?.get(metric)
+    }
+}
+
+/// The constraint variants a task runs: under its schema, and free (text tasks: free only).
+pub fn variants(task: &Task) -> Vec<bool> {
+    match (task.schema.is_some(), task.free) {
+        (true, true) => vec![true, false],
+        (true, false) => vec![true],
+        (false, _) => vec![false],
+    }
+}
+
+/// Writes the report of `samples` into `dir` (created if missing): `metrics.csv`, the
+/// charts and `report.md`.
 ///
 /// # Errors
 ///
 /// The first I/O error met while creating `dir` or writing a file.
-pub fn write(dir: &Path, title: &str, intro: &str, samples: &[Sample]) -> io::Result<Report> {
+pub fn write(dir: &Path, study: &Study, run: &Run, samples: &[Sample]) -> io::Result<Report> {
     fs::create_dir_all(dir)?;
-    let table = ordered(metrics::table(samples), samples);
-    fs::write(dir.join("metrics.csv"), csv(&table))?;
-    let pairs = unique(table.iter().map(|(g, _)| (g.model.as_str(), g.prompt.as_str())));
-    let sections = pairs.into_iter().map(|(m, p)| {
-        let rows: Vec<_> = table.iter().filter(|(g, _)| g.model == m && g.prompt == p).collect();
-        format!("## {} · {}\n\n{}", code(m), code(p), markdown_table(&rows))
-    });
-    fs::write(dir.join("metrics.md"), sections.collect::<Vec<_>>().join("\n"))?;
-    let mut out = Charts { dir, used: HashSet::new(), paths: Vec::new() };
-    let mut md = format!("# {title}\n\n{intro}\n\n{HOW_TO_READ}");
-    for prompt in names(&table, |g| &g.prompt) {
-        let schema = is_schema(&table, prompt);
-        let _ = writeln!(md, "## Prompt {} ({})\n", code(prompt), if schema { "schema" } else { "free text" });
-        for (stem, chart) in prompt_charts(&table, prompt, schema) {
-            md += &out.write(&format!("{stem}-{}", slug(prompt)), &chart.title, &chart.to_svg())?;
-        }
-        md += &markdown_table(&table.iter().filter(|(g, _)| g.prompt == prompt).collect::<Vec<_>>());
+    let all = points::points(samples);
+    let index = Points::new(study, &all);
+    fs::write(dir.join("metrics.csv"), csv(&all))?;
+    let mut charts = Charts { dir, paths: Vec::new() };
+    let mut md = header(study, run, samples);
+    md += &what_ran(study, samples);
+    md += HOW_TO_READ;
+    md += "## Conclusions\n\n";
+    md += &findings::conclusions(&index);
+    md += "## Sweeps\n\n";
+    for sweep in &study.sweeps {
+        md += &sweep_section(&index, sweep, &mut charts)?;
     }
-    md += "## Output length\n\n";
-    for model in names(&table, |g| &g.model) {
-        let chart = length_chart(samples, &table, model);
-        md += &out.write(&format!("length-{}", slug(model)), &chart.title, &chart.to_svg())?;
-    }
-    md += &determinism(&table);
-    md += "## Recommendations\n\n";
-    recommend(&table).iter().for_each(|s| md += &format!("- {s}\n"));
-    md += &samples_section(&table, samples);
+    md += &quality_section(&index, &mut charts)?;
+    md += &cut_section(study, samples);
+    md += &examples(study, samples);
     let markdown = dir.join("report.md");
     fs::write(&markdown, md)?;
-    Ok(Report { markdown, charts: out.paths, table })
+    Ok(Report { markdown, charts: charts.paths, points: all })
+}
+
+fn header(study: &Study, run: &Run, samples: &[Sample]) -> String {
+    let dirty = if run.dirty { " with uncommitted changes" } else { "" };
+    let cpu = run.cpu_seconds.map_or(String::new(), |c| format!("; {:.1} CPU-minutes", c / 60.0));
+    let quick = if run.quick { " This is the `--quick` variant: a smoke test, not a study." } else { "" };
+    format!(
+        "# {}\n\n{}\n\n**Provenance.** Decoded and scored by `stencil experiment` at commit `{}`{dirty}: {} outputs in {:.1} \
+         minutes ({:.1} decoding, {:.1} scoring{cpu}), one thread per model, {} llama.cpp thread(s) each.{quick} Every output, its token ids, its stop reason and its scores are in \
+         `samples.jsonl.gz` (one JSON object per line); `stencil experiment FILE --out DIR --report-only` re-renders \
+         this report from it, and a test checks that the result is this file.\n\n",
+        study.title,
+        study.intro.trim(),
+        run.commit,
+        samples.len(),
+        run.seconds / 60.0,
+        run.decode_seconds / 60.0,
+        (run.seconds - run.decode_seconds) / 60.0,
+        run.threads,
+    )
+}
+
+fn what_ran(study: &Study, samples: &[Sample]) -> String {
+    let mut md = String::from("## What ran\n\n| model | file | read by |\n|---|---|---|\n");
+    for (i, m) in study.models.iter().enumerate() {
+        let _ = writeln!(md, "| {} | `{}` | {} |", m.name, m.file, study.models[study.scorer_of(i)].name);
+    }
+    let _ = write!(
+        md,
+        "\nThe model in the last column reads each output of the first: its perplexity, and its embeddings of the \
+         prompt and of the output for coherence (the mean of the model's last hidden state, after its final norm, over \
+         the prompt's tokens and over the output's, in the one pass that reads the prompt then the output and scores \
+         its perplexity: the output's states see the prompt). So neither perplexity nor coherence compares across the models; \
+         both compare settings of one model.\n\n| task | prompts | token cap | schema | runs |\n|---|---|---|---|---|\n"
+    );
+    for t in &study.tasks {
+        let runs = match variants(t).as_slice() {
+            [true, false] => "constrained and free",
+            [true] => "constrained",
+            _ => "free",
+        };
+        let schema = t.schema.as_deref().map_or("—".into(), |s| format!("`{s}`"));
+        let _ = writeln!(md, "| {} | {} | {} | {schema} | {runs} |", t.name, t.prompts.len(), t.max_tokens);
+    }
+    md += "\n| sweep | parameter | base | values | tasks |\n|---|---|---|---|---|\n";
+    for s in &study.sweeps {
+        let values: Vec<String> = s.values.iter().map(|v| format!("{v}")).collect();
+        let tasks = s.tasks.as_ref().map_or("all".into(), |t| t.join(", "));
+        let _ = writeln!(md, "| {} | {} | {} | {} | {tasks} |", s.name, s.parameter.axis(), base(s), values.join(", "));
+    }
+    let settings = study.settings();
+    let deterministic = settings.iter().filter(|s| s.is_deterministic()).count();
+    let _ = write!(
+        md,
+        "\n{} distinct settings ({deterministic} deterministic): points of different sweeps that decode alike (greedy \
+         decoding is temperature 0, repetition penalty 1 at temperature 0, contrastive α 0 …) are decoded once and \
+         shown in each. Sampled settings run {} seeds per prompt (seed {} to {}, batched: one forward pass per step \
+         for all seeds); deterministic ones run once per prompt, so their intervals are over prompts. {} outputs \
+         in all.\n\n",
+        settings.len(),
+        study.seeds,
+        study.seed,
+        study.seed + study.seeds as u64 - 1,
+        samples.len()
+    );
+    md
+}
+
+/// A sweep's base setting, as the sweeps table shows it.
+fn base(sweep: &Sweep) -> String {
+    let d = crate::study::Setting::default();
+    let b = &sweep.base;
+    let mut parts = Vec::new();
+    let mut show = |p: Parameter, on: bool, v: String| {
+        if p != sweep.parameter && on {
+            parts.push(format!("{} {v}", p.axis().split(' ').next().unwrap_or("")));
+        }
+    };
+    show(Parameter::Temperature, true, format!("{}", b.temperature));
+    show(Parameter::TopP, b.top_p != d.top_p, format!("{}", b.top_p));
+    show(Parameter::TopK, b.top_k != d.top_k, b.top_k.to_string());
+    show(Parameter::MinP, b.min_p != d.min_p, format!("{}", b.min_p));
+    show(
+        Parameter::RepetitionPenalty,
+        b.repetition_penalty != d.repetition_penalty,
+        format!("{}", b.repetition_penalty),
+    );
+    show(
+        Parameter::NoRepeatNgramSize,
+        b.no_repeat_ngram_size != d.no_repeat_ngram_size,
+        b.no_repeat_ngram_size.to_string(),
+    );
+    show(Parameter::PenaltyAlpha, b.penalty_alpha != d.penalty_alpha, format!("{}", b.penalty_alpha));
+    let rest = if sweep.parameter == Parameter::Temperature { "top-p 1, top-k off" } else { "the rest off" };
+    if parts.is_empty() {
+        rest.into()
+    } else {
+        format!("{}; {rest}", parts.join(", "))
+    }
 }
 
 const HOW_TO_READ: &str = "## How to read this\n\n\
-Each row is one model, prompt, preset and constraint, over its seeds. Text metrics count \
-whitespace-separated words, length counts the model's tokens; the exact definitions are in \
-the docs of `stencil_experiment::metrics`.\n\n\
-- **n**, **distinct**: samples (one per seed), and how many different texts they gave (1: deterministic).\n\
-- **rep-2/3/4** (Su et al., %): share of the n-grams of an output that repeat an earlier one in it; lower is better.\n\
-- **diversity** (Su et al., 0–1): (1 − rep-2/100)(1 − rep-3/100)(1 − rep-4/100); higher is less repetitive.\n\
-- **seq-rep-2/3/4** (Welleck et al., 0–1): 1 − distinct/all n-grams of each output, mean over the samples.\n\
-- **distinct-1/2/3** (Li et al., 0–1): distinct n-grams over all n-grams of all the samples; higher is more varied.\n\
-- **self-BLEU** (0–1): mean BLEU-4 of each sample against the others; 1: all alike.\n\
-- **length**, **±**: mean and standard deviation of the output length in tokens.\n\
-- **parse**, **valid** (schema prompts): share of outputs that parse as JSON, and that also validate against the schema.\n\n";
+A **point** is one model, task, setting and constraint, over the task's prompts and their seeds. Every number is \
+the point's value with its **95 % bootstrap interval** in parentheses: 1000 resamples of the prompts and, within \
+each drawn prompt, of its seeds (`stencil_experiment::stats`). **A difference is called a difference only when \
+the two intervals do not overlap**; overlapping intervals are reported as no difference the data support.\n\n\
+Text metrics count n-grams of two units, both reported: the model's **tokens** (which see `Lambda-Lambda-…` or a \
+run of digits as repetition; they compare within one model only) and whitespace-separated **words** (which \
+compare across models). Definitions are in the docs of `stencil_experiment::metrics` and `::points`.\n\n\
+- **rep-n** (Su et al. 2022, %): share of an output's n-grams that repeat an earlier n-gram of it, pooled over \
+the point's outputs as their code pools them; lower is less repetitive. **diversity** = Π(1 − rep-n/100), n = 2, 3, 4.\n\
+- **seq-rep-n** (Welleck et al. 2019): 1 − distinct/all n-grams of one output, averaged.\n\
+- **distinct-n** (Li et al. 2016) and **self-BLEU** (Zhu et al. 2018): computed over one prompt's seeds, averaged \
+over prompts: how different the seeds' outputs are from each other (sampled settings only; a deterministic \
+setting has one output per prompt).\n\
+- **perplexity**: the *other* model reads each output after the prompt (as it would be given it: its own chat \
+template, or the plain text) and scores every token; a point's perplexity is exp of the mean over outputs of the \
+mean negative log-likelihood per token. Lower is more fluent to the reader — but repetitive text is cheap to \
+predict, so perplexity alone rewards degeneration: read it against diversity.\n\
+- **coherence** (Su et al. 2022): the cosine similarity of the prompt's and the output's embeddings by the other \
+model; higher is more on topic. Embeddings of a causal model's hidden states are anisotropic (all cosines are high): compare \
+points, not the absolute value.\n\
+- **cut**: outputs stopped by the token cap (counted, never hidden); **length**: mean tokens or words.\n\
+- **parse**, **valid**, **correct** (schema tasks): outputs that parse as JSON (the whole text, or a Markdown \
+code fence that is the whole text), that also validate against the schema, and that hold the prompt's expected \
+answer. An invalid output failed for one reason: cut by the token cap, bad JSON, or a schema violation.\n\n";
 
-/// Writes charts into `dir` under unique file names and returns their Markdown links.
+/// Writes charts into `dir` and returns their Markdown links.
 struct Charts<'a> {
     dir: &'a Path,
-    used: HashSet<String>,
     paths: Vec<PathBuf>,
 }
 
 impl Charts<'_> {
-    fn write(&mut self, stem: &str, alt: &str, svg: &str) -> io::Result<String> {
-        let name = (1..).map(|i| if i == 1 { stem.to_string() } else { format!("{stem}-{i}") });
-        let name = name.take(10_000).find(|n| !self.used.contains(n)).unwrap_or_else(|| stem.into());
-        self.used.insert(name.clone());
-        let path = self.dir.join(format!("{name}.svg"));
-        fs::write(&path, svg)?;
+    /// Writes `figure` as `STEM.svg` (`STEM-2.svg`, ... when taken) and returns its link.
+    fn write(&mut self, stem: &str, figure: &Figure) -> io::Result<String> {
+        let taken = |s: &str| self.paths.iter().any(|p| p.file_stem().is_some_and(|f| f == s));
+        let stem = (1..)
+            .map(|i| if i == 1 { stem.to_string() } else { format!("{stem}-{i}") })
+            .find(|s| !taken(s))
+            .unwrap_or_default();
+        let path = self.dir.join(format!("{stem}.svg"));
+        fs::write(&path, figure.to_svg())?;
         self.paths.push(path);
-        Ok(format!("![{}]({name}.svg)\n\n", alt.replace(['[', ']'], "")))
+        Ok(format!("![{}]({stem}.svg)\n\n", figure.title.replace(['[', ']'], "")))
     }
 }
 
-/// The recommendations the measured `table` supports: a preset for a deterministic
-/// extractor, then one for a brainstorming assistant.
-///
-/// A preset is deterministic when every seed gave the same output on every prompt (and
-/// some prompt had two seeds or more), and varies when some prompt gave different outputs.
-/// The extractor is the deterministic preset with the highest valid rate under the schema
-/// on schema prompts (tie: lowest rep-4 on free-text prompts). The brainstormer is the
-/// varying preset with the highest diversity on free-text prompts among those whose rep-4
-/// is not above the least repetitive deterministic preset's (if none, the most diverse).
-/// Means are over models and prompts. Presets are named only from the table.
-///
-/// ```
-/// use stencil_experiment::report::recommend;
-/// let lines = recommend(&[]);
-/// assert_eq!(lines.len(), 2);
-/// assert!(lines[0].starts_with("No preset"));
-/// ```
-pub fn recommend(table: &[(Group, Metrics)]) -> Vec<String> {
-    let stats: Vec<Stats> = names(table, |g| &g.preset).into_iter().map(|p| Stats::of(table, p)).collect();
-    vec![extractor(table, &stats), brainstormer(table, &stats)]
-}
+/// The metrics a sweep chart draws for a free-text task, top to bottom, with a log axis.
+const TEXT_CHART: [(Metric, bool); 6] = [
+    (Metric::Diversity(Unit::Words), false),
+    (Metric::Diversity(Unit::Tokens), false),
+    (Metric::SelfBleu(Unit::Words), false),
+    (Metric::Perplexity, true),
+    (Metric::Coherence, false),
+    (Metric::Length(Unit::Tokens), false),
+];
 
-/// What the recommendations need of one preset.
-struct Stats<'a> {
-    name: &'a str,
-    deterministic: bool,
-    varies: bool,
-    /// Mean valid rate on schema prompts: constrained, free.
-    valid: (Option<f64>, Option<f64>),
-    /// Mean diversity and rep-4 on free-text prompts.
-    diversity: Option<f64>,
-    rep4: Option<f64>,
-}
+/// The metrics a sweep chart draws for a schema task.
+const SCHEMA_CHART: [(Metric, bool); 3] = [(Metric::Valid, false), (Metric::Correct, false), (Metric::Cut, false)];
 
-impl<'a> Stats<'a> {
-    fn of(table: &'a Table, preset: &'a str) -> Stats<'a> {
-        let rows: Vec<&(Group, Metrics)> = table.iter().filter(|(g, _)| g.preset == preset).collect();
-        let free = || rows.iter().filter(|(g, _)| !is_schema(table, &g.prompt)).map(|(_, m)| m);
-        Stats {
-            name: preset,
-            deterministic: rows.iter().all(|(_, m)| m.distinct_outputs <= 1)
-                && rows.iter().any(|(_, m)| m.samples >= 2),
-            varies: rows.iter().any(|(_, m)| m.distinct_outputs > 1),
-            valid: (valid_rate(table, preset, None, true), valid_rate(table, preset, None, false)),
-            diversity: mean(free().map(|m| m.diversity)),
-            rep4: mean(free().map(|m| m.rep[2])),
-        }
-    }
-}
+/// The columns of a sweep's table for a free-text task.
+const TEXT_COLUMNS: [Metric; 10] = [
+    Metric::Length(Unit::Tokens),
+    Metric::Rep(4, Unit::Tokens),
+    Metric::Rep(4, Unit::Words),
+    Metric::Diversity(Unit::Tokens),
+    Metric::Diversity(Unit::Words),
+    Metric::Distinct(2, Unit::Words),
+    Metric::SelfBleu(Unit::Words),
+    Metric::Perplexity,
+    Metric::Coherence,
+    Metric::SeqRep(4, Unit::Tokens),
+];
 
-/// The mean valid rate of `preset` (of `model`, or all models) on schema prompts.
-fn valid_rate(table: &Table, preset: &str, model: Option<&str>, constrained: bool) -> Option<f64> {
-    let rows = table
-        .iter()
-        .filter(|(g, _)| g.preset == preset && g.constrained == constrained && model.map_or(true, |m| g.model == m));
-    mean(rows.filter_map(|(_, m)| m.valid_rate))
-}
+/// The columns of a sweep's table for a schema task.
+const SCHEMA_COLUMNS: [Metric; 6] = [
+    Metric::Length(Unit::Tokens),
+    Metric::Parse,
+    Metric::Valid,
+    Metric::Correct,
+    Metric::Diversity(Unit::Words),
+    Metric::Perplexity,
+];
 
-fn extractor(table: &Table, stats: &[Stats]) -> String {
-    let order = |a: &&Stats, b: &&Stats| better(a.valid.0, b.valid.0).then(better(neg(a.rep4), neg(b.rep4)));
-    let Some(best) = stats.iter().filter(|s| s.deterministic).min_by(order) else {
-        return "No preset gave identical outputs across seeds on every prompt, so none suits a deterministic extractor."
-            .into();
-    };
-    let name = code(best.name);
-    let Some(constrained) = best.valid.0 else {
-        let rep4 = best.rep4.map_or(String::new(), |r| format!(", with rep-4 {} on free-text prompts", pct(Some(r))));
-        return format!("For a deterministic extractor use {name}: identical outputs across seeds on every prompt{rep4}; validity under a schema was not measured.");
-    };
-    let models = names(table, |g| &g.model);
-    let rate = |m: &str, c| valid_rate(table, best.name, Some(m), c).map_or("n/a".into(), share);
-    let detail = match models.as_slice() {
-        [one] => one.to_string(),
-        _ => models
-            .iter()
-            .map(|m| format!("{m}: {} vs {}", rate(m, true), rate(m, false)))
-            .collect::<Vec<_>>()
-            .join("; "),
-    };
-    let free = best
-        .valid
-        .1
-        .map_or("with no unconstrained run to compare".into(), |f| format!("against {} without it", share(f)));
-    format!("For a deterministic extractor use {name} with the schema: {} of its outputs validated with the schema {free} ({detail}).", share(constrained))
-}
-
-fn brainstormer(table: &Table, stats: &[Stats]) -> String {
-    if table.iter().all(|(g, _)| is_schema(table, &g.prompt)) {
-        return "No free-text prompt was run, so diversity was not measured for a brainstorming assistant.".into();
-    }
-    let varying: Vec<&Stats> = stats.iter().filter(|s| s.varies && s.diversity.is_some()).collect();
-    let least_repetitive = |a: &&Stats, b: &&Stats| better(neg(a.rep4), neg(b.rep4));
-    let baseline = stats.iter().filter(|s| s.deterministic && s.rep4.is_some()).min_by(least_repetitive);
-    let fits = |s: &&&Stats| baseline.map_or(true, |b| least_repetitive(s, &b) != Ordering::Greater);
-    let (pick, fitting) = match (most_diverse(varying.iter().filter(fits)), most_diverse(varying.iter())) {
-        (Some(p), _) => (p, true),
-        (None, Some(p)) => (p, false),
-        (None, None) => return "No preset gave different outputs across seeds on free-text prompts, so none suits a brainstorming assistant.".into(),
-    };
-    let (name, own) = (code(pick.name), format!("diversity {} and rep-4 {}", num(pick.diversity), pct(pick.rep4)));
-    let Some(base) = baseline else {
-        return format!("For a brainstorming assistant use {name}: the highest diversity on free-text prompts, {own}; no deterministic preset was run to compare with.");
-    };
-    let (base_name, base_diversity, base_rep4) = (code(base.name), num(base.diversity), pct(base.rep4));
-    let theirs = format!("diversity {base_diversity} and rep-4 {base_rep4} for the deterministic {base_name}");
-    if fitting {
-        format!("For a brainstorming assistant use {name}: the most diverse preset on free-text prompts that varies across seeds without repeating more, {own}, against {theirs}.")
-    } else {
-        format!("For a brainstorming assistant use {name}, the most diverse preset on free-text prompts ({own}), though no preset that varies across seeds kept rep-4 at or below the deterministic one's: {theirs}.")
-    }
-}
-
-/// The first of the most diverse presets.
-fn most_diverse<'s, 'a>(presets: impl Iterator<Item = &'s &'s Stats<'a>>) -> Option<&'s Stats<'a>> {
-    presets.min_by(|a, b| better(a.diversity, b.diversity)).copied()
-}
-
-/// `Less` when `a` is the better (larger) value; `None` is worst; near-equal values tie.
-fn better(a: Option<f64>, b: Option<f64>) -> Ordering {
-    match (a, b) {
-        (Some(a), Some(b)) if (a - b).abs() <= 1e-9 => Ordering::Equal,
-        (Some(a), Some(b)) => b.total_cmp(&a),
-        (a, b) => b.is_some().cmp(&a.is_some()),
-    }
-}
-
-/// `-v`: turns "lower is better" into what [`better`] compares.
-fn neg(v: Option<f64>) -> Option<f64> {
-    v.map(|v| -v)
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// The Determinism section: per model and preset, whether the seeds agreed.
-fn determinism(table: &Table) -> String {
-    let mut md = String::from("## Determinism\n\nWhether all seeds gave byte-identical outputs, per prompt run.\n\n");
-    for model in names(table, |g| &g.model) {
-        let mut lines = Vec::new();
-        for p in names(table, |g| &g.preset) {
-            let rows: Vec<&Metrics> =
-                table.iter().filter(|(g, _)| g.model == model && g.preset == p).map(|(_, m)| m).collect();
-            if !rows.is_empty() {
-                lines.push(format!("{}: {}", code(p), seeds_agree(&rows)));
+fn sweep_section(index: &Points, sweep: &Sweep, charts: &mut Charts) -> io::Result<String> {
+    let study = index.study;
+    let tasks: Vec<&Task> =
+        study.tasks.iter().filter(|t| study.sweeps_of(&t.name).any(|s| s.name == sweep.name)).collect();
+    let mut md =
+        format!("### {}\n\nBase: {}; {}: {}.\n\n", sweep.name, base(sweep), sweep.parameter.axis(), values(sweep));
+    let x: Vec<String> = sweep.values.iter().map(|v| format!("{v}")).collect();
+    let models: Vec<String> = study.models.iter().map(|m| m.name.clone()).collect();
+    let text_tasks: Vec<&&Task> = tasks.iter().filter(|t| t.schema.is_none()).collect();
+    if !text_tasks.is_empty() {
+        let mut panels = Vec::new();
+        for (metric, log_y) in TEXT_CHART {
+            for task in &text_tasks {
+                let series = models
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| (i, sweep_values(index, sweep, m, &task.name, false, metric)))
+                    .collect();
+                panels.push(Panel::Lines(Lines {
+                    title: format!("{} · {}", task.name, metric.name()),
+                    y_label: axis_label(metric),
+                    x_label: sweep.parameter.axis().into(),
+                    x: x.clone(),
+                    series,
+                    log_y,
+                }));
             }
         }
-        let _ = writeln!(md, "- **{}**: {}.", model.replace('*', ""), lines.join("; "));
+        let figure = Figure {
+            title: format!("Sweep: {}", sweep.name),
+            legend: models.clone(),
+            columns: text_tasks.len(),
+            panels,
+        };
+        md += &charts.write(&format!("sweep-{}", slug(&sweep.name)), &figure)?;
+    }
+    for task in tasks.iter().filter(|t| t.schema.is_some()) {
+        let mut legend = Vec::new();
+        let mut keys = Vec::new();
+        for m in &models {
+            for c in variants(task) {
+                legend.push(format!("{m} · {}", if c { "constrained" } else { "free" }));
+                keys.push((m.clone(), c));
+            }
+        }
+        let panels = SCHEMA_CHART
+            .iter()
+            .map(|&(metric, log_y)| {
+                let series = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (m, c))| (i, sweep_values(index, sweep, m, &task.name, *c, metric)))
+                    .collect();
+                Panel::Lines(Lines {
+                    title: format!("{} · {}", task.name, metric.name()),
+                    y_label: axis_label(metric),
+                    x_label: sweep.parameter.axis().into(),
+                    x: x.clone(),
+                    series,
+                    log_y,
+                })
+            })
+            .collect();
+        let figure = Figure {
+            title: format!("{}: free vs constrained, by {}", task.name, sweep.name),
+            legend,
+            columns: 3,
+            panels,
+        };
+        md += &charts.write(&format!("schema-{}-{}", slug(&task.name), slug(&sweep.name)), &figure)?;
+    }
+    md += &findings::sweep_findings(index, sweep, &tasks);
+    for task in &tasks {
+        md += &sweep_table(index, sweep, task);
+    }
+    Ok(md)
+}
+
+fn values(sweep: &Sweep) -> String {
+    let v: Vec<String> = sweep.values.iter().map(|v| format!("{v}")).collect();
+    v.join(", ")
+}
+
+/// A metric's estimate at each value of `sweep`.
+fn sweep_values(
+    index: &Points,
+    sweep: &Sweep,
+    model: &str,
+    task: &str,
+    constrained: bool,
+    metric: Metric,
+) -> Vec<Option<Estimate>> {
+    sweep.points().map(|(_, s)| index.metric(model, task, &s.label(), constrained, metric)).collect()
+}
+
+fn axis_label(metric: Metric) -> String {
+    match metric {
+        m if m.is_share() => format!("{} (share)", m.name()),
+        Metric::Perplexity => "perplexity (log)".into(),
+        m => m.name(),
+    }
+}
+
+fn sweep_table(index: &Points, sweep: &Sweep, task: &Task) -> String {
+    let schema = task.schema.is_some();
+    let columns: &[Metric] = if schema { &SCHEMA_COLUMNS } else { &TEXT_COLUMNS };
+    let mut md = format!(
+        "Task **{}**:\n\n| model | {} | setting |{} outputs | cut |",
+        task.name,
+        short(sweep.parameter),
+        if schema { " schema |" } else { "" }
+    );
+    for m in columns {
+        let _ = write!(md, " {} |", m.name());
+    }
+    md += "\n|---|---|---|";
+    md += &"---|".repeat(2 + usize::from(schema) + columns.len());
+    md += "\n";
+    for model in &index.study.models {
+        for (value, setting) in sweep.points() {
+            for c in variants(task) {
+                let label = setting.label();
+                let Some(p) = index.get(&model.name, &task.name, &label, c) else { continue };
+                let _ = write!(md, "| {} | {value} | {label} |", model.name);
+                if schema {
+                    md += if c { " constrained |" } else { " free |" };
+                }
+                let _ = write!(md, " {} | {} |", p.outputs, p.cut);
+                for &m in columns {
+                    let _ = write!(md, " {} |", cell(p.get(m), m));
+                }
+                md += "\n";
+            }
+        }
     }
     md + "\n"
 }
 
-/// "identical across 4 seeds on every prompt", or "3–4 different outputs of 4 (identical
-/// on 1 of 3 runs)".
-fn seeds_agree(rows: &[&Metrics]) -> String {
-    let range = |v: Vec<usize>| match (v.iter().min(), v.iter().max()) {
-        (Some(lo), Some(hi)) if lo != hi => format!("{lo}–{hi}"),
-        (_, hi) => hi.copied().unwrap_or(0).to_string(),
-    };
-    let seeds = range(rows.iter().map(|m| m.samples).collect());
-    let varying: Vec<usize> = rows.iter().map(|m| m.distinct_outputs).filter(|&d| d > 1).collect();
-    let (n, total) = (varying.len(), rows.len());
-    match n {
-        0 if rows.iter().all(|m| m.samples < 2) => "one seed only, not measured".into(),
-        0 => format!("identical across {seeds} seeds on every prompt"),
-        _ if n == total => format!("{} different outputs of {seeds}", range(varying)),
-        _ => format!("{} different outputs of {seeds} (identical on {} of {total} runs)", range(varying), total - n),
+fn short(p: Parameter) -> &'static str {
+    p.axis().split(" (").next().unwrap_or("value")
+}
+
+/// An estimate as a table cell: `0.45 (0.4–0.5)`, shares in percent (`45 % (40–50)`); the
+/// value alone when the interval rounds to it; `—` when missing.
+///
+/// ```
+/// use stencil_experiment::{points::Metric, report::cell, stats::Estimate};
+/// let e = |value, lo, hi| Some(Estimate { value, lo, hi });
+/// assert_eq!(cell(e(0.45, 0.4, 0.5), Metric::Coherence), "0.45 (0.4–0.5)");
+/// assert_eq!(cell(e(0.5, 0.25, 1.0), Metric::Valid), "50 % (25–100)");
+/// assert_eq!(cell(e(0.3, 0.3001, 0.2999), Metric::Coherence), "0.3");
+/// assert_eq!(cell(None, Metric::Coherence), "—");
+/// ```
+pub fn cell(e: Option<Estimate>, metric: Metric) -> String {
+    let Some(e) = e else { return "—".into() };
+    let scale = if metric.is_share() { 100.0 } else { 1.0 };
+    let [v, lo, hi] = [e.value, e.lo, e.hi].map(|x| label(x * scale));
+    let unit = if metric.is_share() { " %" } else { "" };
+    if lo == v && hi == v {
+        format!("{v}{unit}")
+    } else {
+        format!("{v}{unit} ({lo}–{hi})")
     }
 }
 
-/// The charts of one prompt, with their file-name stems.
-fn prompt_charts(table: &Table, prompt: &str, schema: bool) -> Vec<(&'static str, BarChart)> {
-    let rows: Vec<&(Group, Metrics)> = table.iter().filter(|(g, _)| g.prompt == prompt).collect();
-    let presets = names(table, |g| &g.preset)
-        .into_iter()
-        .filter(|p| rows.iter().any(|(g, _)| g.preset == *p))
-        .collect::<Vec<_>>();
-    let models = names(table, |g| &g.model);
-    let value = |model: &str, constrained: bool, f: &dyn Fn(&Metrics) -> Option<f64>| -> Vec<f64> {
-        let cell =
-            |p: &&str| rows.iter().find(|(g, _)| g.model == model && g.preset == *p && g.constrained == constrained);
-        presets.iter().map(|p| cell(p).and_then(|(_, m)| f(m)).unwrap_or(f64::NAN)).collect()
-    };
-    let chart = |title: String, y_label: &str, y_max, series| BarChart {
-        title,
-        y_label: y_label.into(),
-        categories: presets.iter().map(|p| p.to_string()).collect(),
-        series,
-        y_max,
-    };
-    if schema {
-        let valid = |m: &Metrics| m.valid_rate.map(|v| v * 100.0);
-        let series = models.iter().flat_map(|m| {
-            [(true, "constrained"), (false, "free")].map(|(c, how)| (format!("{m}, {how}"), value(m, c, &valid)))
-        });
-        let title = format!("Valid outputs with and without the schema: {prompt}");
-        return vec![("valid", chart(title, "valid (%)", Some(100.0), series.collect()))];
+fn quality_section(index: &Points, charts: &mut Charts) -> io::Result<String> {
+    let study = index.study;
+    let mut md = String::from(
+        "## Quality against diversity\n\nEach point is one setting (all sweeps, pooled), its diversity (words) against \
+         the other model's perplexity and against coherence. The dashed line is each model's frontier: the settings \
+         no other setting of the model beats on both axes (labelled). Settings off the frontier are dominated.\n\n",
+    );
+    let models: Vec<String> = study.models.iter().map(|m| m.name.clone()).collect();
+    for task in study.tasks.iter().filter(|t| t.schema.is_none()) {
+        let settings = study.settings_of(&task.name);
+        let plane = |y: Metric| -> Vec<(usize, Vec<Dot>)> {
+            models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let pts = settings
+                        .iter()
+                        .filter_map(|s| {
+                            let l = s.label();
+                            let x = index.metric(m, &task.name, &l, false, Metric::Diversity(Unit::Words))?;
+                            let y = index.metric(m, &task.name, &l, false, y)?;
+                            Some((x.value, y.value, l))
+                        })
+                        .collect();
+                    (i, pts)
+                })
+                .collect()
+        };
+        let panels = vec![
+            Panel::Scatter(Scatter {
+                title: format!("{} · perplexity", task.name),
+                x_label: "diversity (words)".into(),
+                y_label: "perplexity (log)".into(),
+                series: plane(Metric::Perplexity),
+                log_y: true,
+                better: (true, false),
+            }),
+            Panel::Scatter(Scatter {
+                title: format!("{} · coherence", task.name),
+                x_label: "diversity (words)".into(),
+                y_label: "coherence".into(),
+                series: plane(Metric::Coherence),
+                log_y: false,
+                better: (true, true),
+            }),
+        ];
+        let figure = Figure {
+            title: format!("Quality against diversity: {}", task.name),
+            legend: models.clone(),
+            columns: 2,
+            panels,
+        };
+        md += &charts.write(&format!("quality-{}", slug(&task.name)), &figure)?;
+        md += &findings::frontier_table(index, task);
     }
-    let rep =
-        models.iter().flat_map(|m| [2, 4].map(|n| (format!("{m} rep-{n}"), value(m, false, &|x| Some(x.rep[n - 2])))));
-    let diversity = models.iter().map(|m| (m.to_string(), value(m, false, &|x| Some(x.diversity))));
-    vec![
-        ("rep", chart(format!("Repetition per preset: {prompt}"), "rep-n (%)", None, rep.collect())),
-        ("diversity", chart(format!("Diversity per preset: {prompt}"), "diversity", Some(1.0), diversity.collect())),
-    ]
+    Ok(md)
 }
 
-/// The length distribution of `model`'s outputs per preset, over all prompts.
-fn length_chart(samples: &[Sample], table: &Table, model: &str) -> Distribution {
-    let groups = names(table, |g| &g.preset).into_iter().map(|p| {
-        let lengths = samples.iter().filter(|s| s.model == model && s.preset == p).map(|s| s.tokens as f64);
-        (p.to_string(), lengths.collect::<Vec<_>>())
-    });
-    Distribution {
-        title: format!("Output length per preset: {model}"),
-        x_label: "tokens (all prompts)".into(),
-        groups: groups.filter(|(_, v)| !v.is_empty()).collect(),
-    }
-}
-
-/// The first sample of every group, truncated, each in a fence its text cannot close.
-fn samples_section(table: &Table, samples: &[Sample]) -> String {
-    let mut md = String::from("\n## Samples\n\nThe first seed's output of each run, cut at 400 characters.\n\n");
-    for (g, _) in table {
-        let same = |s: &&Sample| s.model == g.model && s.prompt == g.prompt && s.preset == g.preset;
-        let Some(s) = samples.iter().find(|s| same(s) && s.constrained == g.constrained) else { continue };
-        let mut text: String = s.text.chars().take(400).collect();
-        if s.text.chars().count() > 400 {
-            text.push('…');
+fn cut_section(study: &Study, samples: &[Sample]) -> String {
+    let mut md = String::from(
+        "## Every cut counted\n\nOutputs stopped by the token cap, per model and task (free-text outputs are often cut \
+         mid-sentence: the cap bounds the cost of the study; the tables' **cut** column gives each point's count). For \
+         schema tasks, why each invalid output failed.\n\n| model | task | run | outputs | cut | cut by the token \
+         cap | bad JSON | schema violation | valid |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for m in &study.models {
+        for t in &study.tasks {
+            for c in variants(t) {
+                let of: Vec<&Sample> =
+                    samples.iter().filter(|s| s.model == m.name && s.task == t.name && s.constrained == c).collect();
+                if of.is_empty() {
+                    continue;
+                }
+                let cut = of.iter().filter(|s| s.is_cut()).count();
+                let count = |f: Failure| of.iter().filter(|s| s.outcome() == Some(Err(f))).count().to_string();
+                let valid = of.iter().filter(|s| s.outcome() == Some(Ok(()))).count();
+                let run = if t.schema.is_none() {
+                    "free text"
+                } else if c {
+                    "constrained"
+                } else {
+                    "free"
+                };
+                let (a, b, d, v) = if t.schema.is_some() {
+                    (count(Failure::Cut), count(Failure::BadJson), count(Failure::SchemaViolation), valid.to_string())
+                } else {
+                    ("—".into(), "—".into(), "—".into(), "—".into())
+                };
+                let _ =
+                    writeln!(md, "| {} | {} | {run} | {} | {cut} | {a} | {b} | {d} | {v} |", m.name, t.name, of.len());
+            }
         }
-        let run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-        let fence = "`".repeat(run.max(2) + 1);
-        let how = if g.constrained { " · constrained" } else { "" };
-        let lang = if s.parses.is_some() { "json" } else { "text" };
-        let _ = writeln!(
-            md,
-            "### {} · {} · {}{how}\n\n{fence}{lang}\n{text}\n{fence}\n",
-            code(&g.model),
-            code(&g.prompt),
-            code(&g.preset)
-        );
+    }
+    md + "\n"
+}
+
+/// A few outputs per task: the first prompt's greedy, sampled (T 1) and contrastive outputs
+/// of each model, seed 1, each with its stop reason.
+fn examples(study: &Study, samples: &[Sample]) -> String {
+    let mut md = String::from("## Examples\n\nThe first prompt of each task, the first seed, under a few settings; every cut output says so.\n\n");
+    for task in &study.tasks {
+        let Some(prompt) = task.prompts.first() else { continue };
+        let _ = writeln!(md, "### {}: `{}`\n\n> {}\n", task.name, prompt.id, prompt.text.replace('\n', "\n> "));
+        let wanted = ["T 0", "T 1", "α 0.6 k 4"];
+        for m in &study.models {
+            for setting in wanted {
+                for c in variants(task) {
+                    let Some(s) = samples
+                        .iter()
+                        .filter(|s| {
+                            s.model == m.name
+                                && s.task == task.name
+                                && s.prompt == prompt.id
+                                && s.setting == setting
+                                && s.constrained == c
+                        })
+                        .min_by_key(|s| s.seed)
+                    else {
+                        continue;
+                    };
+                    let constraint = if task.schema.is_none() {
+                        ""
+                    } else if c {
+                        ", constrained"
+                    } else {
+                        ", free"
+                    };
+                    let stop = if s.is_cut() {
+                        format!("**cut** at {} tokens", s.tokens.len())
+                    } else {
+                        format!("{}, {} tokens", s.stop, s.tokens.len())
+                    };
+                    let fence = "`".repeat(longest_backtick_run(&s.text).max(2) + 1);
+                    let _ = writeln!(
+                        md,
+                        "**{}**, {setting}{constraint} (seed {}; {stop}):\n\n{fence}text\n{}\n{fence}\n",
+                        m.name, s.seed, s.text
+                    );
+                }
+            }
+        }
     }
     md
 }
 
-const COLUMNS: &str = "samples,distinct_outputs,rep-2,rep-3,rep-4,diversity,seq-rep-2,seq-rep-3,seq-rep-4,\
-distinct-1,distinct-2,distinct-3,self-bleu,length_mean,length_std,parse_rate,valid_rate";
-
-/// The metrics in [`COLUMNS`] order, `None` for a missing or non-finite value.
-fn values(m: &Metrics) -> Vec<Option<f64>> {
-    let counts = [m.samples, m.distinct_outputs].map(|n| Some(n as f64));
-    let floats = m.rep.iter().chain([&m.diversity]).chain(&m.seq_rep).chain(&m.distinct).map(|&v| Some(v));
-    let rest = [m.self_bleu, Some(m.length_mean), Some(m.length_std), m.parse_rate, m.valid_rate];
-    counts.into_iter().chain(floats).chain(rest).map(|v| v.filter(|v| v.is_finite())).collect()
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
-/// `metrics.csv`: a header, then one row per group; an empty cell for a missing value.
-fn csv(table: &Table) -> String {
-    let quote =
-        |s: &str| if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.into() };
-    let mut out = format!("model,prompt,preset,constrained,{COLUMNS}\n");
-    for (g, m) in table {
-        let cells: Vec<String> = values(m).iter().map(|v| v.map_or(String::new(), |v| v.to_string())).collect();
-        let (model, prompt, preset) = (quote(&g.model), quote(&g.prompt), quote(&g.preset));
-        let _ = writeln!(out, "{model},{prompt},{preset},{},{}", g.constrained, cells.join(","));
+/// `metrics.csv`: per point its key, counts, and per metric the value and interval.
+fn csv(points: &[Point]) -> String {
+    let mut out = String::from("model,task,setting,constrained,prompts,outputs,seeds,distinct_outputs,cut,cut_by_cap,bad_json,schema_violation");
+    for m in Metric::all() {
+        let c = m.column();
+        let _ = write!(out, ",{c},{c}_lo,{c}_hi");
+    }
+    out += "\n";
+    for p in points {
+        let k = &p.key;
+        let _ = write!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            field(&k.model),
+            field(&k.task),
+            field(&k.setting),
+            k.constrained,
+            p.prompts,
+            p.outputs,
+            p.seeds,
+            p.distinct_outputs,
+            p.cut,
+            p.failures[0],
+            p.failures[1],
+            p.failures[2]
+        );
+        for e in &p.values {
+            match e {
+                Some(e) => {
+                    let _ = write!(out, ",{},{},{}", e.value, e.lo, e.hi);
+                }
+                None => out += ",,,",
+            }
+        }
+        out += "\n";
     }
     out
 }
 
-/// A Markdown table of `rows`: counts as integers, shares of JSON outputs in percent.
-fn markdown_table(rows: &[&(Group, Metrics)]) -> String {
-    let header = "| model | preset | constrained | n | distinct | rep-2 | rep-3 | rep-4 | diversity | seq-rep-2 | seq-rep-3 | seq-rep-4 | distinct-1 | distinct-2 | distinct-3 | self-BLEU | length | ± | parse | valid |";
-    let mut md = format!("{header}\n|{}\n", "---|".repeat(20));
-    for (g, m) in rows {
-        let cells = values(m).into_iter().enumerate().map(|(i, v)| match (i, v) {
-            (_, None) => "–".to_string(),
-            (0 | 1, Some(v)) => format!("{v:.0}"),
-            (15 | 16, Some(v)) => share(v),
-            (_, Some(v)) => format!("{v:.2}"),
-        });
-        let cell = |s: &str| s.replace('|', "\\|").replace(['\n', '\r'], " ");
-        let (model, preset, constrained) = (cell(&g.model), cell(&g.preset), if g.constrained { "yes" } else { "no" });
-        let _ = writeln!(md, "| {model} | {preset} | {constrained} | {} |", cells.collect::<Vec<_>>().join(" | "));
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.into()
     }
-    md + "\n"
-}
-
-/// The table sorted in the order the samples first name models, prompts and presets.
-fn ordered(mut table: Vec<(Group, Metrics)>, samples: &[Sample]) -> Vec<(Group, Metrics)> {
-    let rank = |f: fn(&Sample) -> &str, v: &str| samples.iter().position(|s| f(s) == v);
-    table.sort_by_key(|(g, _)| {
-        (rank(|s| &s.model, &g.model), rank(|s| &s.prompt, &g.prompt), rank(|s| &s.preset, &g.preset), !g.constrained)
-    });
-    table
-}
-
-/// The distinct values of `key` in the table, in order.
-fn names(table: &Table, key: fn(&Group) -> &String) -> Vec<&str> {
-    unique(table.iter().map(|(g, _)| key(g).as_str()))
-}
-
-/// The distinct items, in order.
-fn unique<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
-    items.fold(Vec::new(), |mut seen, item| {
-        if !seen.contains(&item) {
-            seen.push(item);
-        }
-        seen
-    })
-}
-
-/// Whether `prompt` has a schema: some run of it was constrained or measured validity.
-fn is_schema(table: &Table, prompt: &str) -> bool {
-    table.iter().any(|(g, m)| g.prompt == prompt && (g.constrained || m.valid_rate.is_some()))
 }
 
 /// A file-name stem: lowercase `[a-z0-9-]`, runs of anything else as one `-`.
-fn slug(s: &str) -> String {
+pub fn slug(s: &str) -> String {
     let mapped: String =
         s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
     let slug = mapped.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-");
     Some(slug).filter(|s| !s.is_empty()).unwrap_or_else(|| "x".into())
-}
-
-fn code(s: &str) -> String {
-    format!("`{}`", s.replace('`', "'"))
-}
-
-fn share(v: f64) -> String {
-    format!("{:.0} %", v * 100.0)
-}
-
-fn pct(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), |v| format!("{} %", label(v)))
-}
-
-fn num(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), label)
 }

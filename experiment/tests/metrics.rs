@@ -1,8 +1,9 @@
 //! Golden values of `stencil_experiment::metrics`, computed by hand in the comments (and,
-//! where it says so, recorded from the reference Python).
+//! where it says so, recorded from the reference Python), on words and on token ids.
 
-use stencil_experiment::metrics::{bleu, distinct_n, rep_diversity, self_bleu, seq_rep, table, Metrics, RepDiversity};
-use stencil_experiment::Sample;
+use stencil_experiment::metrics::{
+    bleu, distinct_n, distinct_of, rep_diversity, self_bleu, self_bleu_of, seq_rep, seq_rep_of, RepCounts, RepDiversity,
+};
 
 fn words(text: &str) -> Vec<&str> {
     text.split_whitespace().collect()
@@ -144,72 +145,34 @@ fn distinct_n_golden() {
     assert_eq!(distinct_n(&["", " "], 1), 0.0);
 }
 
-fn schema_sample(seed: u64, text: &str, tokens: usize, parses: Option<bool>, valid: Option<bool>) -> Sample {
-    Sample { constrained: true, parses, valid, ..Sample::free_text("m", "p", "greedy", seed, text, tokens) }
-}
-
 #[test]
-fn metrics_of_mixtures() {
-    let samples = [
-        schema_sample(1, "a a a a", 2, Some(true), Some(false)),
-        schema_sample(2, "a a a a", 4, Some(false), Some(false)),
-        schema_sample(3, "b c", 9, None, None),
-    ];
-    let m = Metrics::of(&samples.iter().collect::<Vec<_>>());
-    assert_eq!((m.samples, m.distinct_outputs), (3, 2));
-    // parses: 1 true of 2 known; valid: 0 of 2 known (None is left out).
-    assert_eq!((m.parse_rate, m.valid_rate), (Some(0.5), Some(0.0)));
-    // Tokens 2, 4, 9: mean 5; variance ((−3)² + (−1)² + 4²)/3 = 26/3.
-    assert_eq!(m.length_mean, 5.0);
-    assert!(close(m.length_std, (26.0f64 / 3.0).sqrt()));
-    // seq-rep-2: "a a a a" 1 − 1/3 twice, "b c" 0 (one 2-gram): mean (2/3 + 2/3 + 0)/3 = 4/9.
-    // seq-rep-3: 1 − 1/2 twice, "b c" has none: (0.5 + 0.5 + 0)/3 = 1/3. seq-rep-4: 0.
-    assert!(close(m.seq_rep[0], 4.0 / 9.0) && close(m.seq_rep[1], 1.0 / 3.0));
-    assert_eq!(m.seq_rep[2], 0.0);
-    // distinct-1: a×8, b, c: {a, b, c} = 3/10. distinct-2: aa×6, bc: 2/7.
-    assert_eq!(m.distinct[..2], [0.3, 2.0 / 7.0]);
-    // rep (Su): "a a a a" n=2: 2 counted, 1 unique, twice; "b c" none: 1 − 2/4 = 50%.
-    // n=3: 1 counted, 1 unique, twice: 0. n=4: none: 0.
-    assert_eq!((m.rep, m.diversity), ([50.0, 0.0, 0.0], 0.5));
-
-    let none = Metrics::of(&[&Sample::free_text("m", "p", "greedy", 1, "x", 1)]);
-    assert_eq!((none.parse_rate, none.valid_rate, none.self_bleu), (None, None, None));
-}
-
-#[test]
-fn metrics_of_empty() {
-    let m = Metrics::of(&[]);
-    let expected = Metrics {
-        samples: 0,
-        distinct_outputs: 0,
-        rep: [0.0; 3],
-        diversity: 1.0, // the product of (1 − 0) factors: see the module docs
-        seq_rep: [0.0; 3],
-        distinct: [0.0; 3],
-        self_bleu: None,
-        length_mean: 0.0,
-        length_std: 0.0,
-        parse_rate: None,
-        valid_rate: None,
-    };
-    assert_eq!(m, expected);
-}
-
-#[test]
-fn table_groups_in_order() {
-    let mut constrained = schema_sample(1, "x", 1, Some(true), Some(true));
-    constrained.preset = "a".into();
-    let samples = [
-        Sample::free_text("m", "p", "b", 1, "x", 1),
-        constrained,
-        Sample::free_text("m", "p", "a", 2, "y", 1),
-        Sample::free_text("m", "p", "a", 1, "z", 1),
-    ];
-    let rows = table(&samples);
-    let keys: Vec<_> = rows.iter().map(|(g, m)| (g.preset.as_str(), g.constrained, m.samples)).collect();
-    assert_eq!(keys, [("a", false, 2), ("a", true, 1), ("b", false, 1)]);
-    assert_eq!(rows[1].1.valid_rate, Some(1.0));
-    assert!(table(&[]).is_empty());
+fn token_units_see_what_words_miss() {
+    // Gemma writes digits one token at a time: "1000000" is one word but seven tokens.
+    let digits: [u32; 7] = [236770, 236771, 236771, 236771, 236771, 236771, 236771];
+    assert_eq!(seq_rep("1000000", 2), 0.0);
+    // 6 token 2-grams: "1 0" and five "0 0": 2 distinct: 1 − 2/6.
+    assert!(close(seq_rep_of(&digits, 2), 1.0 - 2.0 / 6.0));
+    // Su et al. on tokens: n=2 counts 5 (the last skipped), 2 distinct: rep-2 = 60 %;
+    // n=3: 4 counted, 2 distinct ("1 0 0", "0 0 0"): 50 %; n=4: 3 counted, 2 distinct: 33.33 %.
+    let c = RepCounts::of(&digits);
+    assert_eq!((c.unique, c.counted), ([2, 2, 2], [5, 4, 3]));
+    assert_eq!(c.rep(), [60.0, 50.0, 33.33]);
+    // A hyphenated loop: one word, a run of repeated tokens.
+    let lambda: Vec<u32> = [10, 11].repeat(8);
+    assert_eq!(seq_rep("Lambda-Lambda-Lambda-Lambda-Lambda-Lambda-Lambda-Lambda", 4), 0.0);
+    assert!(seq_rep_of(&lambda, 4) > 0.8);
+    // Generic and word functions agree on words.
+    let w: Vec<Vec<&str>> = ["a b a", "b a c"].iter().map(|t| words(t)).collect();
+    let w: Vec<&[&str]> = w.iter().map(Vec::as_slice).collect();
+    assert_eq!(distinct_of(&w, 2), distinct_n(&["a b a", "b a c"], 2));
+    assert_eq!(self_bleu_of(&w), self_bleu(&["a b a", "b a c"]));
+    // Counts add up: the counts of two texts are those of both.
+    let (a, b) = (RepCounts::of(&[1, 2, 1, 2, 1]), RepCounts::of(&[3, 3, 3, 3]));
+    assert_eq!(
+        (a + b).counted,
+        [a.counted[0] + b.counted[0], a.counted[1] + b.counted[1], a.counted[2] + b.counted[2]]
+    );
+    assert_eq!(RepCounts::default().rep(), [0.0; 3]);
 }
 
 /// xorshift64 (Marsaglia), so the test needs no dependency.
@@ -232,30 +195,25 @@ fn random_texts_stay_in_range() {
     let unit = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
     for _ in 0..300 {
         let count = rng.below(6);
-        let samples: Vec<Sample> = (0..count)
-            .map(|seed| {
-                let len = rng.below(25);
-                let text: String = (0..len).map(|_| [WORDS[rng.below(4)], SPACES[rng.below(4)]].concat()).collect();
-                let flag = [None, Some(false), Some(true)][rng.below(3)];
-                Sample {
-                    parses: flag,
-                    valid: flag.map(|f| f && rng.below(2) == 0),
-                    ..Sample::free_text("m", "p", "x", seed as u64, &text, len)
-                }
-            })
+        let texts: Vec<String> = (0..count)
+            .map(|_| (0..rng.below(25)).map(|_| [WORDS[rng.below(4)], SPACES[rng.below(4)]].concat()).collect())
             .collect();
-        let m = Metrics::of(&samples.iter().collect::<Vec<_>>());
-        let texts: Vec<&str> = samples.iter().map(|s| s.text.as_str()).collect();
-        assert!(m.rep.iter().all(|&r| r.is_finite() && (0.0..=100.0).contains(&r)), "{m:?}");
-        assert_eq!(m.diversity, (1.0 - m.rep[0] / 100.0) * (1.0 - m.rep[1] / 100.0) * (1.0 - m.rep[2] / 100.0));
-        assert!(unit(m.diversity) && m.seq_rep.iter().chain(&m.distinct).all(|&x| unit(x)), "{m:?}");
-        assert!([m.self_bleu, m.parse_rate, m.valid_rate].iter().flatten().all(|&x| unit(x)), "{m:?}");
-        assert!(m.length_mean.is_finite() && m.length_std.is_finite() && m.length_std >= 0.0);
-        assert_eq!(m.self_bleu.is_some(), count >= 2);
-        assert!(m.distinct_outputs <= m.samples && m.samples == count);
-        assert!(rep_diversity(&texts).unique_words <= 4);
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let tokens: Vec<Vec<u32>> =
+            (0..count).map(|_| (0..rng.below(25)).map(|_| rng.below(3) as u32).collect()).collect();
+        let tokens: Vec<&[u32]> = tokens.iter().map(Vec::as_slice).collect();
+        let r = rep_diversity(&texts);
+        assert!(r.rep.iter().all(|&x| x.is_finite() && (0.0..=100.0).contains(&x)), "{r:?}");
+        assert!(unit(r.diversity) && r.unique_words <= 4);
+        let c = tokens.iter().fold(RepCounts::default(), |c, t| c + RepCounts::of(t));
+        assert!(c.rep_exact().iter().all(|&x| (0.0..=100.0).contains(&x)));
+        assert!(c.unique.iter().zip(&c.counted).all(|(u, t)| u <= t));
+        assert_eq!(self_bleu(&texts).is_some(), count >= 2);
+        assert_eq!(self_bleu_of(&tokens).is_some(), count >= 2);
+        assert!([self_bleu(&texts), self_bleu_of(&tokens)].iter().flatten().all(|&x| unit(x)));
         for n in 0..6 {
             assert!(texts.iter().all(|t| unit(seq_rep(t, n))) && unit(distinct_n(&texts, n)));
+            assert!(tokens.iter().all(|t| unit(seq_rep_of(t, n))) && unit(distinct_of(&tokens, n)));
         }
     }
 }

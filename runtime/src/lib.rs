@@ -13,7 +13,8 @@
 //!
 //! The root holds what a caller names to generate; the rest lives in modules: [`decode`]
 //! (the loop, and [`decode::Forward`], the model as the loop sees it), [`speculate`],
-//! [`select`] (self-consistency, best-of-N), [`contrastive`], [`beam`], [`chat`],
+//! [`select`] (self-consistency, best-of-N), [`contrastive`], [`beam`], [`chat`], [`score`]
+//! (log-probabilities of a given continuation, mean-pooled hidden states),
 //! [`telemetry`], [`baseline`].
 //!
 //! ```no_run
@@ -36,6 +37,7 @@ pub mod contrastive;
 pub mod decode;
 mod error;
 mod model;
+pub mod score;
 pub mod select;
 mod session;
 pub mod speculate;
