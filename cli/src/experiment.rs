@@ -267,14 +267,22 @@ fn score(study: &Study, base: &Path, samples: &mut [Sample], threads: u32, quiet
         Ok((j, read(study, &model, shared, &mine, threads, &bar)?))
     })?;
     bar.finish_and_clear();
-    for (j, scores) in per {
-        for (k, nll, coherence) in scores {
-            samples[k].scorer = Some(names[j].to_string());
-            samples[k].nll = nll;
-            samples[k].coherence = coherence;
+    for (j, readings) in per {
+        for r in readings {
+            samples[r.sample].scorer = Some(names[j].to_string());
+            samples[r.sample].nll = r.nll;
+            samples[r.sample].coherence = r.coherence;
         }
     }
     Ok(())
+}
+
+/// What the reader makes of one output (sample `sample`): its mean NLL per token and its
+/// coherence.
+struct Reading {
+    sample: usize,
+    nll: Option<f64>,
+    coherence: Option<f64>,
 }
 
 /// The text of every prompt, by id.
@@ -294,7 +302,7 @@ fn read(
     which: &[usize],
     threads: u32,
     bar: &ProgressBar,
-) -> Result<Vec<(usize, Option<f64>, Option<f64>)>, CliError> {
+) -> Result<Vec<Reading>, CliError> {
     let prompts = prompt_texts(study);
     let options = SessionOptions { n_ctx: 4096, n_threads: threads, embeddings: true, ..Default::default() };
     let mut session = reader.session(&options).map_err(runtime)?;
@@ -310,11 +318,12 @@ fn read(
         }
         let continuation = reader.tokenize_continuation(&s.text);
         if continuation.is_empty() {
-            out.push((k, None, None));
+            out.push(Reading { sample: k, nll: None, coherence: None });
         } else {
-            let reading = session.read_continuation(&context.1, &continuation).map_err(runtime)?;
-            let nll = -reading.logprobs.iter().sum::<f64>() / reading.logprobs.len() as f64;
-            out.push((k, Some(round(nll)), cosine(&context.2, &reading.mean_hidden).map(round)));
+            let read = session.read_continuation(&context.1, &continuation).map_err(runtime)?;
+            let nll = -read.logprobs.iter().sum::<f64>() / read.logprobs.len() as f64;
+            let coherence = cosine(&context.2, &read.mean_hidden).map(round);
+            out.push(Reading { sample: k, nll: Some(round(nll)), coherence });
         }
         bar.inc(1);
     }
