@@ -193,23 +193,17 @@ fn decode_model(
                     let session = sessions.get(&model, &request, threads, n)?;
                     let gens = session.generate_n(&request, n, |_, _| {}).map_err(runtime)?;
                     for g in gens {
-                        let mut sample = Sample {
-                            model: spec.name.clone(),
-                            task: task.name.clone(),
-                            prompt: prompt.id.clone(),
-                            setting: setting.label(),
-                            constrained,
-                            seed: g.record.seed,
-                            stop: stop_name(&g.stop_reason),
-                            tokens: g.tokens,
-                            text: g.text,
-                            parses: None,
-                            valid: None,
-                            correct: None,
-                            scorer: None,
-                            nll: None,
-                            coherence: None,
-                        };
+                        let mut sample = Sample::text(
+                            &spec.name,
+                            &task.name,
+                            &prompt.id,
+                            &setting.label(),
+                            g.record.seed,
+                            &g.text,
+                            &g.tokens,
+                        );
+                        sample.constrained = constrained;
+                        sample.stop = stop_name(&g.stop_reason);
                         judge(&mut sample, schema.as_ref(), prompt.expected.as_ref());
                         samples.push(sample);
                     }

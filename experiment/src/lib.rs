@@ -97,7 +97,7 @@ impl Failure {
 }
 
 impl Sample {
-    /// A free-text sample, not scored (tests and examples).
+    /// A free-text sample that stopped at EOS, neither judged nor scored.
     pub fn text(model: &str, task: &str, prompt: &str, setting: &str, seed: u64, text: &str, tokens: &[u32]) -> Sample {
         Sample {
             model: model.into(),

@@ -347,14 +347,7 @@ fn sweep_section(index: &Points, sweep: &Sweep, charts: &mut Charts) -> io::Resu
                     .enumerate()
                     .map(|(i, m)| (i, sweep_values(index, sweep, m, &task.name, false, metric)))
                     .collect();
-                panels.push(Panel::Lines(Lines {
-                    title: format!("{} · {}", task.name, metric.name()),
-                    y_label: axis_label(metric),
-                    x_label: sweep.parameter.axis().into(),
-                    x: x.clone(),
-                    series,
-                    log_y,
-                }));
+                panels.push(sweep_panel(sweep, &task.name, metric, log_y, &x, series));
             }
         }
         let figure = Figure {
@@ -382,14 +375,7 @@ fn sweep_section(index: &Points, sweep: &Sweep, charts: &mut Charts) -> io::Resu
                     .enumerate()
                     .map(|(i, (m, c))| (i, sweep_values(index, sweep, m, &task.name, *c, metric)))
                     .collect();
-                Panel::Lines(Lines {
-                    title: format!("{} · {}", task.name, metric.name()),
-                    y_label: axis_label(metric),
-                    x_label: sweep.parameter.axis().into(),
-                    x: x.clone(),
-                    series,
-                    log_y,
-                })
+                sweep_panel(sweep, &task.name, metric, log_y, &x, series)
             })
             .collect();
         let figure = Figure {
@@ -422,6 +408,25 @@ fn sweep_values(
     metric: Metric,
 ) -> Vec<Option<Estimate>> {
     sweep.points().map(|(_, s)| index.metric(model, task, &s.label(), constrained, metric)).collect()
+}
+
+/// A panel of `metric` on `task` against `sweep`'s values (`x`), a line per series.
+fn sweep_panel(
+    sweep: &Sweep,
+    task: &str,
+    metric: Metric,
+    log_y: bool,
+    x: &[String],
+    series: Vec<(usize, Vec<Option<Estimate>>)>,
+) -> Panel {
+    Panel::Lines(Lines {
+        title: format!("{task} · {}", metric.name()),
+        y_label: axis_label(metric),
+        x_label: sweep.parameter.axis().into(),
+        x: x.to_vec(),
+        series,
+        log_y,
+    })
 }
 
 fn axis_label(metric: Metric) -> String {
