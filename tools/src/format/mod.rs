@@ -313,10 +313,10 @@ impl ToolFormat {
         } else if has("\"parameters\"") && has("<|start_header_id|>") {
             ToolFormat::Llama3 { python_tag: has("<|python_tag|>") }
         } else {
-            tracing::info!("no tool format recognized in the chat template");
+            tracing::debug!("no tool format recognized in the chat template");
             return None;
         };
-        tracing::info!(format = format.name(), "tool format recognized from the chat template");
+        tracing::debug!(format = format.name(), "tool format recognized from the chat template");
         Some(format)
     }
 
