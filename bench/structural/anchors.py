@@ -9,12 +9,13 @@ over the same vocabulary (`vocab-NAME.json`, token bytes in hex).
   tool's JSON schema, lenient: unknown formats left unchecked), compiled by `LLMatcher`; the first `compute_bitmask` finishes the
   lazy parts of its compile, so its compile column is construction plus first mask.
 
-    python bench/structural/anchors.py DIR smollm2 25,100,400
+    python bench/structural/anchors.py DIR smollm2 25,100,400 [llguidance,xgrammar]
 """
 
 import json
 import sys
 import time
+from importlib.metadata import version
 
 import llguidance as llg
 import xgrammar as xgr
@@ -55,7 +56,7 @@ def xgrammar_row(info, tag, n, name):
     t0 = time.process_time()
     m.fill_next_token_bitmask(mask)
     first = time.process_time() - t0
-    return f"| {n} | {name} | XGrammar 0.2.8 `compile_structural_tag` | {compile_s * 1e3:.1f} ms | {first * 1e3:.2f} ms |"
+    return f"| {n} | {name} | XGrammar {version('xgrammar')} `compile_structural_tag` | {compile_s * 1e3:.1f} ms | {first * 1e3:.2f} ms |"
 
 
 def lenient(schema):
@@ -65,9 +66,12 @@ def lenient(schema):
 
 
 def llguidance_row(tokenizer, tag, n, name):
+    fmt = json.loads(tag)["format"]
+    # Each tag's trigger: the one of the tag's triggers that its begin starts with.
+    trigger = lambda begin: next(t for t in fmt["triggers"] if begin.startswith(t))
     tags = [
-        llg.StructTag(trigger=t["begin"][: len("<tool_call>")], begin=t["begin"], grammar=lenient(t["content"]["json_schema"]), end=t["end"])
-        for t in json.loads(tag)["format"]["tags"]
+        llg.StructTag(trigger=trigger(t["begin"]), begin=t["begin"], grammar=lenient(t["content"]["json_schema"]), end=t["end"])
+        for t in fmt["tags"]
     ]
     t0 = time.process_time()
     lark = llg.StructTag.to_grammar(tags, assume_special=False)
@@ -78,7 +82,7 @@ def llguidance_row(tokenizer, tag, n, name):
     t0 = time.process_time()
     m.compute_bitmask()
     first = time.process_time() - t0
-    return f"| {n} | {name} | llguidance {llg.__version__ if hasattr(llg, '__version__') else '1.9'} `StructTag` (Lark) | {(built + first) * 1e3:.1f} ms | {first * 1e3:.2f} ms |"
+    return f"| {n} | {name} | llguidance {version('llguidance')} `StructTag` (Lark) | {(built + first) * 1e3:.1f} ms | {first * 1e3:.2f} ms |"
 
 
 def main():
@@ -89,10 +93,12 @@ def main():
     tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(RawTokenizer(tokens, v["eos"][0])))
     print("| tools | vocab | anchor | compile (CPU) | first mask |")
     print("|---:|---|---|---:|---:|")
+    anchors = sys.argv[4].split(",") if len(sys.argv) > 4 else ["llguidance", "xgrammar"]
     for n in counts:
         tag = open(f"{folder}/tools-{n}.json").read()
-        print(llguidance_row(tokenizer, tag, n, name), flush=True)
-        if "xgrammar" in sys.argv[4:] or not sys.argv[4:]:
+        if "llguidance" in anchors:
+            print(llguidance_row(tokenizer, tag, n, name), flush=True)
+        if "xgrammar" in anchors:
             print(xgrammar_row(info, tag, n, name), flush=True)
 
 

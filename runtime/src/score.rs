@@ -71,7 +71,7 @@ impl Session<'_> {
         let mut sum: Vec<f64> = Vec::new();
         self.evaluate(
             &tokens,
-            context.len() - 1,
+            first,
             |pos| pos >= first && (hidden || pos + 1 < tokens.len()),
             |session, pos, row| {
                 if pos + 1 < tokens.len() {
