@@ -45,6 +45,8 @@ pub(crate) struct Budget {
     /// one inside another, and the references and applicators followed to reach the
     /// member being expanded.
     pub(crate) depth: usize,
+    /// The grammar's first rule of this compile (`SchemaLimits::max_rules` counts from it).
+    first_rule: usize,
 }
 
 /// Stack left below which a recursive step of the compile continues on a new segment.
@@ -117,7 +119,45 @@ impl Diagnostics {
     }
 }
 
-pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+/// What compiles of one schema after another into one grammar keep (see
+/// [`crate::SchemaBatch`]): the grammar with the rules every schema uses (whitespace, any
+/// value, keys, the ends of strings), its style, and the memo entries that depend on what
+/// they are keyed by only (see [`Memo::forget_document`]).
+pub(crate) struct Shared {
+    pub(crate) out: Emitter,
+    pub(crate) style: Style,
+    pub(crate) memo: Memo,
+    /// The grammar's length before the shared rules were added, until the first document
+    /// (whose rule count includes them, as a compile alone does).
+    fresh_from: Option<usize>,
+}
+
+impl Shared {
+    /// A start on `g`, rule names after `prefix`.
+    pub(crate) fn new(g: Grammar, prefix: String, opts: &SchemaOptions) -> Shared {
+        crate::escape::reset_class_cache();
+        let fresh_from = Some(g.rules.len());
+        let mut out = Emitter::new(g, prefix);
+        let style = Style::new(opts, &mut out);
+        Shared { out, style, memo: Memo::default(), fresh_from }
+    }
+}
+
+pub(crate) fn compile(schema: &Value, opts: &SchemaOptions) -> Result<CompiledSchema, SchemaError> {
+    let (shared, result) = compile_document(schema, opts, Shared::new(Grammar::new(), String::new(), opts));
+    let (root, warnings) = result?;
+    let mut grammar = shared.out.g;
+    grammar.root = root;
+    Ok(CompiledSchema { grammar, warnings })
+}
+
+/// `schema` compiled into `shared`'s grammar: its root rule and warnings. `shared` comes
+/// back either way; after an error its grammar may hold rules of the failed compile.
+pub(crate) fn compile_document(
+    schema: &Value,
+    opts: &SchemaOptions,
+    shared: Shared,
+) -> (Shared, Result<(RuleId, Vec<Unenforced>), SchemaError>) {
     use tracing::field::Empty;
     let span = tracing::debug_span!(
         "schema_compile",
@@ -128,51 +168,50 @@ pub(crate) fn compile<'o>(schema: &'o Value, opts: &'o SchemaOptions) -> Result<
         warnings = Empty
     );
     let _entered = span.enter();
-    crate::escape::reset_class_cache();
     let res = {
         let _index = tracing::debug_span!("schema_index").entered();
         Resources::new(schema, opts.default_draft)
     };
-    let mut out = Emitter::new(Grammar::new());
-    let style = Style::new(opts, &mut out);
+    let Shared { out, style, mut memo, fresh_from } = shared;
+    memo.forget_document();
+    let first_rule = fresh_from.unwrap_or(out.g.rules.len());
     let mut ctx = Ctx {
         opts,
         loc: Locations::new(res),
         out,
         style,
-        memo: Memo::default(),
+        memo,
         diag: Diagnostics { mode: opts.mode, warnings: Vec::new(), warned: Default::default(), narrowings: Vec::new() },
-        budget: Budget { start: Instant::now(), depth: 0 },
+        budget: Budget { start: Instant::now(), depth: 0, first_rule },
     };
     let root = {
         let rules_span = tracing::debug_span!("schema_rules", rules = Empty, locations = Empty);
         let _rules = rules_span.enter();
         let root_sid = ctx.loc.sid(&(0, String::new()));
         let root = ctx.value_rule(&[(root_sid, false)].into_iter().collect(), 0, Some("root"));
-        rules_span.record("rules", ctx.out.g.rules.len());
+        rules_span.record("rules", ctx.out.g.rules.len() - first_rule);
         rules_span.record("locations", ctx.loc.len());
         root
     };
     span.record("documents", ctx.loc.res.docs.len());
     span.record("locations", ctx.loc.len());
-    span.record("rules", ctx.out.g.rules.len());
+    span.record("rules", ctx.out.g.rules.len() - first_rule);
     span.record("conjunctions", ctx.memo.value_rules.iter().map(|m| m.len()).sum::<usize>());
     span.record("warnings", ctx.diag.warnings.len());
-    match root? {
-        Some(Expr::Rule(id)) => ctx.out.g.root = id,
-        Some(e) => ctx.out.g.root = ctx.out.g.add_rule("root", e),
+    let result = match root {
+        Err(e) => Err(e),
+        Ok(Some(Expr::Rule(id))) => Ok(id),
+        Ok(Some(e)) => Ok(ctx.out.add_rule("root", e)),
         // No value: the schema's own doing only when nothing was narrowed.
-        None if !ctx.diag.narrowings.is_empty() => {
-            return Err(SchemaError::Narrowed { pointer: String::new(), narrowings: ctx.diag.narrowings })
+        Ok(None) if !ctx.diag.narrowings.is_empty() => {
+            Err(SchemaError::Narrowed { pointer: String::new(), narrowings: std::mem::take(&mut ctx.diag.narrowings) })
         }
-        None => {
-            return Err(SchemaError::Unsatisfiable {
-                pointer: String::new(),
-                reason: "no JSON value satisfies it".into(),
-            })
+        Ok(None) => {
+            Err(SchemaError::Unsatisfiable { pointer: String::new(), reason: "no JSON value satisfies it".into() })
         }
-    }
-    Ok(CompiledSchema { grammar: ctx.out.g, warnings: ctx.diag.warnings })
+    };
+    let result = result.map(|root| (root, std::mem::take(&mut ctx.diag.warnings)));
+    (Shared { out: ctx.out, style: ctx.style, memo: ctx.memo, fresh_from: None }, result)
 }
 
 /// [`SchemaError::TooLarge`] for `limit`, whose setting is `value`.
@@ -196,7 +235,7 @@ impl<'o> Ctx<'o> {
     /// subschema to blame).
     pub(crate) fn check_budget(&self, ptr: &str) -> Result<(), SchemaError> {
         let limits = &self.opts.limits;
-        if self.out.g.rules.len() > limits.max_rules {
+        if self.out.g.rules.len() - self.budget.first_rule > limits.max_rules {
             let reason = format!("more than {} grammar rules (limit max_rules)", limits.max_rules);
             return Err(too_large(SchemaLimit::Rules, limits.max_rules as u64, ptr.into(), reason));
         }

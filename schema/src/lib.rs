@@ -6,6 +6,8 @@
 //! - [`compile_schema`]: a schema and [`SchemaOptions`] → a [`CompiledSchema`] (the
 //!   grammar, and the keywords left to post-hoc validation as [`Unenforced`] warnings), or
 //!   a [`SchemaError`] naming the subschema's pointer.
+//! - [`SchemaBatch`]: schemas compiled one after another into one grammar of the caller's,
+//!   the rules they all use written once (a tool set's schemas, for one structural tag).
 //! - [`SchemaOptions`]: the output style ([`Whitespace`], indentation, separators),
 //!   [`PropertyOrder`], [`Mode`] (strict or lenient), the default [`Draft`], the
 //!   [`Registry`] of documents that `$ref`s may name, and the [`SchemaLimits`].
@@ -93,6 +95,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod compile;
 mod depth;
 mod dnf;
@@ -111,6 +114,7 @@ mod resolve;
 mod style;
 mod validate;
 
+pub use batch::SchemaBatch;
 pub use ecma::{translate_pattern, PatternError};
 pub use formats::format_regex;
 pub use numbers::{int_range_regex, Decimal};

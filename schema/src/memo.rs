@@ -56,6 +56,21 @@ pub(crate) struct Memo {
     pub(crate) string_contents: HashMap<(bool, String, u64, Option<u64>), Expr>,
 }
 
+impl Memo {
+    /// Forgets the entries keyed by a document's locations, before the next document's
+    /// compile: a [`Sid`] names a location of one compile's documents only. What is left is
+    /// keyed by content (patterns, string contents, key languages) or by no location at all
+    /// (the value rule of the empty conjunction, any JSON value).
+    pub(crate) fn forget_document(&mut self) {
+        self.value_rules.iter_mut().for_each(|t| t.retain(|conj, _| conj.is_empty()));
+        self.branch_rules.iter_mut().for_each(|t| t.retain(|key, _| key.iter().all(|m| m.0 == Sid::MAX)));
+        self.type_facts.clear();
+        self.validators.clear();
+        self.depths = Default::default();
+        self.validator_docs = None;
+    }
+}
+
 /// The table of nesting depth `depth` among per-depth `tables` (made when first needed).
 pub(crate) fn at_depth<K, V>(tables: &mut Vec<HashMap<K, V>>, depth: usize) -> &mut HashMap<K, V> {
     if tables.len() <= depth {

@@ -25,8 +25,7 @@ pub(crate) struct Style {
 }
 
 impl Style {
-    /// The style of `opts`; the flexible style's whitespace rule `ws` is the first rule of
-    /// `out`.
+    /// The style of `opts`; the flexible style's whitespace rule `ws` is added to `out`.
     pub(crate) fn new(opts: &SchemaOptions, out: &mut Emitter) -> Style {
         let o = opts;
         if let Some(n) = o.indent {
@@ -47,7 +46,7 @@ impl Style {
                 } else {
                     let body =
                         Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
-                    Some(Expr::Rule(out.g.add_rule("ws", body)))
+                    Some(Expr::Rule(out.add_rule("ws", body)))
                 };
                 out.names.insert(name_hash("ws"));
                 Style { ws, item_sep: ",".into(), key_sep: ":".into(), indent: None }

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use stencil_grammar::{Expr, Grammar, Regex, RuleId, TokenName, TokenRef};
 use stencil_mask::Vocabulary;
-use stencil_schema::{compile_schema, SchemaOptions, Unenforced, Whitespace};
+use stencil_schema::{SchemaBatch, SchemaOptions, Unenforced, Whitespace};
 
 use crate::ast::{AnyText, Delimiter, End, Format, JsonStyle, Node, Tag, TokenSpec, TriggeredTags};
 use crate::error::{ErrorKind, StructuralError};
@@ -67,6 +67,7 @@ pub(crate) fn compile(root: &Node, opts: &CompileOptions) -> Result<Output> {
         opts,
         vocab: opts.vocab.as_deref(),
         schemas: FxHashMap::default(),
+        batches: FxHashMap::default(),
         token_text: FxHashMap::default(),
         tags: Vec::new(),
         budgets: Vec::new(),
@@ -94,6 +95,9 @@ pub(crate) struct Builder<'o> {
     vocab: Option<&'o Vocabulary>,
     /// Embedded schemas by their JSON text and style options.
     schemas: FxHashMap<String, RuleId>,
+    /// The schemas' compiles, one batch per style options (what the tools' schemas share
+    /// is written once: see [`SchemaBatch`]).
+    batches: FxHashMap<String, SchemaBatch>,
     token_text: FxHashMap<TokenName, Vec<u8>>,
     tags: Vec<TagInfo>,
     budgets: Vec<Budget>,
@@ -135,7 +139,7 @@ impl Builder<'_> {
                 let sub = stencil_grammar::parse_gbnf(text)
                     .map_err(|e| StructuralError::new(&field(p, "grammar"), ErrorKind::Gbnf(e.to_string())))?;
                 let prefix = format!("gbnf{}-", self.g.rules.len());
-                let r = embed(&mut self.g, &sub, &prefix);
+                let r = embed(&mut self.g, sub, &prefix);
                 self.rule("grammar", Expr::Rule(r), Some(Mark::Leaf(LeafKind::Grammar)))
             }
             Format::AnyText(a) => self.any_text(a, enc, p)?,
@@ -191,15 +195,17 @@ impl Builder<'_> {
     /// A schema's grammar, embedded once per schema text and whitespace.
     pub(crate) fn schema(&mut self, schema: &Value, max_whitespace: Option<u32>, p: &str) -> Result<RuleId> {
         let options = self.schema_options(max_whitespace);
-        let key = format!("{:?}|{}", options.whitespace, schema);
+        let style = format!("{:?}", options.whitespace);
+        let key = format!("{style}|{schema}");
         if let Some(&r) = self.schemas.get(&key) {
             return Ok(r);
         }
-        let compiled = compile_schema(schema, &options)
+        let n = self.batches.len();
+        let batch = self.batches.entry(style).or_insert_with(|| SchemaBatch::new(options, format!("s{n}-")));
+        let (r, warnings) = batch
+            .compile(schema, &mut self.g)
             .map_err(|e| StructuralError::new(&field(p, "json_schema"), ErrorKind::Schema(e)))?;
-        self.warnings.extend(compiled.warnings.into_iter().map(|w| (field(p, "json_schema"), w)));
-        let prefix = format!("s{}-", self.schemas.len());
-        let r = embed(&mut self.g, &compiled.grammar, &prefix);
+        self.warnings.extend(warnings.into_iter().map(|w| (field(p, "json_schema"), w)));
         self.schemas.insert(key, r);
         Ok(r)
     }
@@ -463,10 +469,10 @@ impl Builder<'_> {
     }
 }
 
-/// Copies `other`'s rules into `g` under `prefix` (unique in `g`, so names stay unique
+/// Moves `other`'s rules into `g` under `prefix` (unique in `g`, so names stay unique
 /// without the name checks of [`Grammar::embed`], which cost a pass over every rule of
 /// `g` per call: quadratic over hundreds of tools) and returns its root's id there.
-fn embed(g: &mut Grammar, other: &Grammar, prefix: &str) -> RuleId {
+fn embed(g: &mut Grammar, other: Grammar, prefix: &str) -> RuleId {
     fn shift(e: &mut Expr, by: u32) {
         match e {
             Expr::Rule(r) => r.0 += by,
@@ -477,13 +483,10 @@ fn embed(g: &mut Grammar, other: &Grammar, prefix: &str) -> RuleId {
     }
     let by = g.rules.len() as u32;
     g.rules.reserve(other.rules.len());
-    for r in &other.rules {
-        let mut body = r.body.clone();
-        shift(&mut body, by);
-        let id = g.add_rule(format!("{prefix}{}", r.name), body);
-        if r.no_inline {
-            g.set_no_inline(id);
-        }
+    for mut r in other.rules {
+        shift(&mut r.body, by);
+        r.name.insert_str(0, prefix);
+        g.rules.push(r);
     }
     RuleId(other.root.0 + by)
 }

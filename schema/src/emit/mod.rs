@@ -39,6 +39,9 @@ pub(crate) struct Emitter {
     any_string: Option<RuleId>,
     /// The shared ends of "any string but these" (see [`Emitter::string_not_in`]).
     string_rests: Option<crate::not_in::StringRests>,
+    /// Put before every rule name (a [`crate::SchemaBatch`]'s, so that its names stay
+    /// apart from the rest of the grammar it writes into).
+    prefix: String,
 }
 
 pub(crate) fn lit(s: &str) -> Expr {
@@ -123,10 +126,11 @@ pub(crate) fn hir_expr(h: Hir) -> Expr {
 }
 
 impl Emitter {
-    /// Writes into `g`.
-    pub(crate) fn new(g: Grammar) -> Emitter {
+    /// Writes into `g`, each rule's name after `prefix`.
+    pub(crate) fn new(g: Grammar, prefix: String) -> Emitter {
         Emitter {
             g,
+            prefix,
             names: Default::default(),
             next_suffix: HashMap::default(),
             keys: HashMap::default(),
@@ -148,7 +152,7 @@ impl Emitter {
             let name = if *next == 1 { base.to_string() } else { format!("{base}-{next}") };
             *next += 1;
             if self.names.insert(name_hash(&name)) {
-                return name;
+                return if self.prefix.is_empty() { name } else { format!("{}{name}", self.prefix) };
             }
         }
     }
