@@ -139,8 +139,9 @@ if [ "$structural" = 1 ]; then
         echo "Stencil: \`cargo run --release -p stencil-structural --example tools_bench\`; the anchors:"
         echo "\`bench/structural/anchors.py\` on the same tags and vocabulary (XGrammar 0.2.8's"
         echo "\`compile_structural_tag\`; llguidance's own equivalent, \`StructTag.to_grammar\`, its schemas lenient,"
-        echo "its compile column including the first mask, which finishes its lazy compile). *schemas alone*: the tools'"
-        echo "schemas compiled one by one; *first mask (in a tag)*: after the prompt-free prefix"
+        echo "its compile column including the first mask, which finishes its lazy compile). *tag → IR*: the tag's"
+        echo "grammar, its schemas compiled by one \`SchemaBatch\` (what they share written once); *schemas alone*: the"
+        echo "tools' schemas compiled one by one, apart; *first mask (in a tag)*: after the prompt-free prefix"
         echo "\`Let me check. <tool_call>...{\`; *warm mask p99*: along random walks, each mask computed twice."
         for vocab in smollm2 gemma; do
             echo
@@ -151,6 +152,8 @@ if [ "$structural" = 1 ]; then
             .venv-python/bin/python bench/structural/anchors.py "$out" "$vocab" 25,100,400 2>/dev/null
         done
     } >bench/STRUCTURAL.md
+    summary="$(.venv-python/bin/python bench/structural/summary.py bench/STRUCTURAL.md)"
+    printf '\n%s\n' "$summary" >>bench/STRUCTURAL.md
     rm -r "$out"
     splice bench/STRUCTURAL.md "Structural tags: a triggered_tags over N tools" "scripts/bench.sh --parts structural"
 fi
