@@ -60,10 +60,13 @@ impl Memo {
     /// Forgets the entries keyed by a document's locations, before the next document's
     /// compile: a [`Sid`] names a location of one compile's documents only. What is left is
     /// keyed by content (patterns, string contents, key languages) or by no location at all
-    /// (the value rule of the empty conjunction, any JSON value).
+    /// (the value rule of the empty conjunction, any JSON value, where it has one: a value
+    /// cut at `max_indent_depth` is cut again, with its note, by the next document).
     pub(crate) fn forget_document(&mut self) {
-        self.value_rules.iter_mut().for_each(|t| t.retain(|conj, _| conj.is_empty()));
-        self.branch_rules.iter_mut().for_each(|t| t.retain(|key, _| key.iter().all(|m| m.0 == Sid::MAX)));
+        self.value_rules.iter_mut().for_each(|t| t.retain(|conj, r| conj.is_empty() && r.is_some()));
+        self.branch_rules
+            .iter_mut()
+            .for_each(|t| t.retain(|key, r| r.is_some() && key.iter().all(|m| m.0 == Sid::MAX)));
         self.type_facts.clear();
         self.validators.clear();
         self.depths = Default::default();

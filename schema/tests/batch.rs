@@ -1,8 +1,9 @@
 //! A [`SchemaBatch`] gives each schema the language `compile_schema` gives it alone: the
 //! JSON-Schema-Test-Suite's draft 2020-12 schemas, all compiled by one batch into one
-//! grammar (lenient mode, flexible whitespace: the shared `ws`, "any value" and key rules
-//! in play), accept and reject each test instance as compiled alone, with the same
-//! warnings and errors; the schemas that fail leave the batch usable for the next.
+//! grammar (lenient mode; flexible whitespace, with the shared `ws`, "any value" and key
+//! rules in play, and indented output, whose value rules are per depth, cut at
+//! `max_indent_depth`), accept and reject each test instance as compiled alone, with the
+//! same warnings and errors; the schemas that fail leave the batch usable for the next.
 
 use std::collections::HashSet;
 
@@ -10,14 +11,28 @@ use serde_json::Value;
 use stencil_grammar::llama_cpp::prune;
 use stencil_grammar::Grammar;
 use stencil_mask::CompiledGrammar;
-use stencil_schema::{compile_schema, Draft, SchemaBatch, SchemaOptions};
+use stencil_schema::{compile_schema, Draft, SchemaBatch, SchemaOptions, Whitespace};
 use stencil_test_support::{corpus, fixtures};
 
 #[test]
 fn a_batch_compiles_each_schema_to_its_own_language() {
+    check(SchemaOptions::default().lenient());
+}
+
+#[test]
+fn a_batch_compiles_each_schema_to_its_own_language_indented() {
+    let mut opts = SchemaOptions::default().lenient();
+    opts.indent = Some(2);
+    opts.whitespace = Whitespace::Compact;
+    opts.item_separator = ", ".into();
+    opts.key_separator = ": ".into();
+    opts.max_indent_depth = 2;
+    check(opts);
+}
+
+fn check(mut opts: SchemaOptions) {
     let suite = corpus::suite_dir();
     let (vocab, tok) = fixtures::smollm2();
-    let mut opts = SchemaOptions::default().lenient();
     opts.registry = corpus::suite_registry(&suite);
     opts.default_draft = Draft::Draft202012;
     let mut batch = SchemaBatch::new(opts.clone(), "s-");
@@ -72,4 +87,20 @@ fn a_batch_compiles_each_schema_to_its_own_language() {
         "{schemas} schemas ({failed} failed), {instances} instances; {} rules, {rules_alone} alone",
         g.rules.len()
     );
+}
+
+/// A value cut at `max_indent_depth` is cut again in the next schema of the batch, which
+/// then says why it has no value as it would alone.
+#[test]
+fn a_cut_is_noted_in_every_schema_it_empties() {
+    let opts =
+        SchemaOptions { indent: Some(2), whitespace: Whitespace::Compact, max_indent_depth: 0, ..Default::default() };
+    let schema = serde_json::json!({"type": "array", "minItems": 1});
+    let alone = compile_schema(&schema, &opts).expect_err("no value above the cut");
+    assert!(matches!(alone, stencil_schema::SchemaError::Narrowed { .. }), "{alone:?}");
+    let mut batch = SchemaBatch::new(opts, "s-");
+    let mut g = Grammar::new();
+    // `[]` only: its items, any value one level down, are cut.
+    batch.compile(&serde_json::json!({"type": "array"}), &mut g).expect("the empty array");
+    assert_eq!(batch.compile(&schema, &mut g).expect_err("no value above the cut"), alone);
 }
