@@ -46,11 +46,6 @@ impl SchemaBatch {
         SchemaBatch { options, prefix: prefix.into(), restarts: 0, shared: None }
     }
 
-    /// The options every schema of the batch is compiled with.
-    pub fn options(&self) -> &SchemaOptions {
-        &self.options
-    }
-
     /// Compiles `schema` into `g` (whose root is left as it is): the rule of its valid
     /// instances' JSON text and the keywords it leaves unenforced. Always the same `g`,
     /// or the rules shared with earlier schemas are missing from it.

@@ -42,13 +42,14 @@ impl Style {
             }
             Whitespace::Flexible { max_run } => {
                 let ws = if max_run == 0 {
+                    // The name stays taken, as when the rule is there.
+                    out.names.insert(name_hash("ws"));
                     None
                 } else {
                     let body =
                         Expr::repeat(Expr::class([(' ', ' '), ('\t', '\t'), ('\n', '\n')]), 0, Some(max_run as u32));
                     Some(Expr::Rule(out.add_rule("ws", body)))
                 };
-                out.names.insert(name_hash("ws"));
                 Style { ws, item_sep: ",".into(), key_sep: ":".into(), indent: None }
             }
         }

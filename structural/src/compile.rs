@@ -194,14 +194,18 @@ impl Builder<'_> {
 
     /// A schema's grammar, embedded once per schema text and whitespace.
     pub(crate) fn schema(&mut self, schema: &Value, max_whitespace: Option<u32>, p: &str) -> Result<RuleId> {
-        let options = self.schema_options(max_whitespace);
-        let style = format!("{:?}", options.whitespace);
+        let whitespace = self.schema_whitespace(max_whitespace);
+        let style = format!("{whitespace:?}");
         let key = format!("{style}|{schema}");
         if let Some(&r) = self.schemas.get(&key) {
             return Ok(r);
         }
-        let n = self.batches.len();
-        let batch = self.batches.entry(style).or_insert_with(|| SchemaBatch::new(options, format!("s{n}-")));
+        // The options (a registry of documents among them) are copied once per batch.
+        let (opts, n) = (self.opts, self.batches.len());
+        let batch = self
+            .batches
+            .entry(style)
+            .or_insert_with(|| SchemaBatch::new(SchemaOptions { whitespace, ..opts.schema.clone() }, format!("s{n}-")));
         let (r, warnings) = batch
             .compile(schema, &mut self.g)
             .map_err(|e| StructuralError::new(&field(p, "json_schema"), ErrorKind::Schema(e)))?;
@@ -210,12 +214,13 @@ impl Builder<'_> {
         Ok(r)
     }
 
-    pub(crate) fn schema_options(&self, max_whitespace: Option<u32>) -> SchemaOptions {
-        let mut options = self.opts.schema.clone();
-        if let (Some(n), None) = (max_whitespace, options.indent) {
-            options.whitespace = Whitespace::Flexible { max_run: n as usize };
+    /// The whitespace a schema's JSON is written with: the options', or with
+    /// `max_whitespace` (and no indentation) runs of at most that many characters.
+    pub(crate) fn schema_whitespace(&self, max_whitespace: Option<u32>) -> Whitespace {
+        match (max_whitespace, self.opts.schema.indent) {
+            (Some(n), None) => Whitespace::Flexible { max_run: n as usize },
+            _ => self.opts.schema.whitespace.clone(),
         }
-        options
     }
 
     fn any_text(&mut self, a: &AnyText, enc: &Enclosing, p: &str) -> Result<RuleId> {

@@ -62,10 +62,9 @@ pub(crate) fn compile(
         .and_then(Value::as_array)
         .map(|v| v.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let options = b.schema_options(max_ws);
-    let ws = match (&options.whitespace, options.indent) {
+    let ws = match (b.schema_whitespace(max_ws), b.opts.schema.indent) {
         (Whitespace::Flexible { max_run }, None) => {
-            Expr::repeat(Expr::Class(CharClass::new([(9, 10), (32, 32)])), 0, Some(*max_run as u32))
+            Expr::repeat(Expr::Class(CharClass::new([(9, 10), (32, 32)])), 0, Some(max_run as u32))
         }
         _ => Expr::Empty,
     };
